@@ -1,0 +1,82 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// One settings block for every Swift target (DESIGN.md, "Style").
+let strict: [SwiftSetting] = [
+  .enableUpcomingFeature("ExistentialAny"),
+  .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+  name: "Relay",
+  platforms: [.macOS(.v14)],
+  products: [
+    .executable(name: "relay", targets: ["relay"]),
+    .executable(name: "relay-bots", targets: ["relay-bots"]),
+  ],
+  dependencies: [
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+    .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+    .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
+  ],
+  targets: [
+    // C layer: system libraries and real functions for macros / static header functions.
+    .systemLibrary(
+      name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
+    .systemLibrary(
+      name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+    .target(name: "CRelayShims", dependencies: ["CLibUV", "COpenSSL"]),
+
+    // Pure layer: no libuv, no OpenSSL, no clock, no unseeded randomness.
+    .target(name: "RelayWebSocket", swiftSettings: strict),
+    .target(name: "RelayProtocol", swiftSettings: strict),
+    .target(name: "RelayCore", dependencies: ["RelayProtocol"], swiftSettings: strict),
+
+    // I/O shell: the only Swift that touches libuv / OpenSSL.
+    .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims"], swiftSettings: strict),
+    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims"], swiftSettings: strict),
+    .target(
+      name: "RelayServer",
+      dependencies: [
+        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore",
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "Metrics", package: "swift-metrics"),
+        .product(name: "Prometheus", package: "swift-prometheus"),
+      ],
+      swiftSettings: strict),
+
+    // Executables.
+    .executableTarget(
+      name: "relay",
+      dependencies: [
+        "RelayServer", "RelayCrypto",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      swiftSettings: strict),
+    .executableTarget(
+      name: "relay-bots",
+      dependencies: [
+        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        .product(name: "Histogram", package: "hdrhistogram-swift"),
+      ],
+      swiftSettings: strict),
+    .executableTarget(
+      name: "relay-bench",
+      dependencies: ["RelayWebSocket", "RelayProtocol", "RelayCore"],
+      path: "Benchmarks/relay-bench",
+      swiftSettings: strict),
+
+    // Tests.
+    .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayCrypto"]),
+    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"]),
+    .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol"]),
+    .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "RelayCrypto"]),
+    .testTarget(
+      name: "RelayServerTests",
+      dependencies: ["RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop"]),
+  ]
+)

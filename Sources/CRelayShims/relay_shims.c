@@ -1,0 +1,1 @@
+#include "relay_shims.h"

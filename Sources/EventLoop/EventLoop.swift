@@ -1,0 +1,1 @@
+// EventLoop: see DESIGN.md

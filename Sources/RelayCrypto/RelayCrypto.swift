@@ -1,0 +1,1 @@
+// RelayCrypto: see DESIGN.md

@@ -1,0 +1,1 @@
+// RelayProtocol: see DESIGN.md

@@ -1,0 +1,1 @@
+// RelayServer: see DESIGN.md

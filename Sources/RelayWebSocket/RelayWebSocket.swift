@@ -1,0 +1,1 @@
+// RelayWebSocket: see DESIGN.md
