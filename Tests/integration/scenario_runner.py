@@ -400,8 +400,14 @@ class ScenarioRunner:
             await self._expect(client, step)
         elif "expectClose" in step:
             await self._expect_close(client, step)
+        elif "expectUnordered" in step:
+            await self._expect_unordered(client, step)
         elif "expectNothing" in step:
             await self._expect_nothing(client, step)
+        elif "drop" in step:
+            client.transcript.append(">> drop (TCP abort, no close handshake)")
+            client.ws.transport.abort()
+            await self._expect_close(client, {"expectClose": None})
         elif "close" in step:
             code = step["close"] if isinstance(step["close"], int) else 1000
             client.transcript.append(f">> close {code}")
@@ -461,6 +467,25 @@ class ScenarioRunner:
             )
         self.captures = trial
         return got.value
+
+    async def _expect_unordered(self, client: Client, step: dict) -> None:
+        """The next len(patterns) messages match the patterns, in any order."""
+        pending = list(step["expectUnordered"])
+        while pending:
+            got = await client.next(self._timeout(step))
+            where = f"expectUnordered, still waiting for {_show(pending)}"
+            if got is None:
+                self._fail(client, step, f"{where}: nothing arrived within {self._timeout(step) * 1000:.0f} ms")
+            if got.kind != "message":
+                self._fail(client, step, f"{where}: got {got.kind} {got.value!r}")
+            for i, pattern in enumerate(pending):
+                trial = dict(self.captures)
+                if not match(pattern, got.value, trial):
+                    self.captures = trial
+                    del pending[i]
+                    break
+            else:
+                self._fail(client, step, f"{where}\n  got:      {_show(got.value, 2000)} (matches none)")
 
     async def _expect_close(self, client: Client, step: dict) -> None:
         want = step["expectClose"]
