@@ -32,7 +32,7 @@ MARKDOWN_FILES = sorted(PROTOCOL_DIR.rglob("*.md"))
 SCENARIOS = load_scenarios()
 
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.S | re.M)
-CONVERSATION_LINE = re.compile(r"^(?P<who>[A-Za-z0-9_.-]+)\s+(?P<dir>→|←)\s+(?P<body>.+)$")
+CONVERSATION_LINE = re.compile(r"^(?P<who>[A-Za-z0-9_.-]+)\s+(?P<dir>→!|→|←)\s+(?P<body>.+)$")
 CLOSE_LINE = re.compile(r"^close \d{4}( .*)?$")
 
 
@@ -123,7 +123,9 @@ def _conversation(where: str, body: str):
         if not line or line.startswith("#"):
             continue
         m = CONVERSATION_LINE.match(line)
-        assert m, f"{where} +{i + 1}: not `NAME → JSON`, `NAME ← JSON` or `NAME ← close CODE`: {line!r}"
+        assert m, f"{where} +{i + 1}: not `NAME → JSON`, `NAME →! TEXT`, `NAME ← JSON` or `NAME ← close CODE`: {line!r}"
+        if m["dir"] == "→!":
+            continue  # deliberately invalid input: shown verbatim, not validated
         if CLOSE_LINE.match(m["body"]):
             assert m["dir"] == "←", f"{where} +{i + 1}: closes are received (←)"
             continue
@@ -180,8 +182,8 @@ def test_scenario_file(path: Path, schemas: Schemas) -> None:
         if "send" in step:
             errs = schemas.errors(step["send"], "command")
             assert not errs, f"send is not a valid command (use sendRaw for invalid input): {step}: {errs}"
-        if "expect" in step:
-            t = step["expect"].get("type")
+        for pattern in [step["expect"]] if "expect" in step else step.get("expectUnordered", []):
+            t = pattern.get("type")
             assert schemas.direction(t) == "event", f"expect names no server message type: {step}"
 
 
