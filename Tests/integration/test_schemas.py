@@ -160,6 +160,58 @@ def test_every_message_type_has_an_example(schemas: Schemas) -> None:
     assert not missing, f"PROTOCOL.md has no example of: {missing}"
 
 
+# --------------------------------------------------------------------------- HTTP and webhook examples
+
+# (request line pattern, part, schema) for the JSON bodies of ```http examples.
+HTTP_BODIES = [
+    (r"^POST /v1/calls/[^/ ]+/reject ", "request", "http/reject.request.json"),
+    (r"^(GET|POST) /v1/calls/", "response", "http/call.json"),
+    (r"^GET /v1/sessions/[^/ ]+ ", "response", "http/session.json"),
+    (r"^POST /v1/sessions ", "response", "http/session.created.json"),
+    (r"^POST /v1/tokens ", "request", "http/token.request.json"),
+    (r"^POST /v1/tokens ", "response", "http/token.json"),
+]
+
+
+def _http_examples():
+    """(where, schema path, body) for every JSON body in a ```http block of protocol/*.md."""
+    for md in MARKDOWN_FILES:
+        text = md.read_text(encoding="utf-8")
+        for m in FENCE.finditer(text):
+            if m.group(1).strip() != "http":
+                continue
+            where = f"{_rel(md)}:{text[: m.start()].count(chr(10)) + 1}"
+            lines = m.group(2).splitlines()
+            split = next((i for i, l in enumerate(lines) if l.startswith("HTTP/1.1 ")), len(lines))
+            request, response = lines[:split], lines[split:]
+            event = next((l.split(":", 1)[1].strip() for l in request if l.startswith("X-Relay-Event:")), None)
+            status = int(response[0].split()[1]) if response else 0
+            for part, part_lines in (("request", request), ("response", response)):
+                body = "\n".join(l for l in part_lines if l.startswith("{"))
+                if not body:
+                    continue
+                if event and part == "request":
+                    schema = f"webhook/{event}.json"
+                elif part == "response" and status >= 400:
+                    schema = "http/error.json"
+                else:
+                    schema = next((s for pat, pt, s in HTTP_BODIES if pt == part and re.match(pat, request[0])), None)
+                assert schema, f"{where}: no schema known for the {part} body of {request[0]!r}"
+                yield where, schema, json.loads(body)
+
+
+HTTP_EXAMPLES = list(_http_examples())
+
+
+def test_http_and_webhook_examples_validate(schemas: Schemas) -> None:
+    assert len(HTTP_EXAMPLES) >= 5
+    problems = []
+    for where, schema, body in HTTP_EXAMPLES:
+        for e in schemas.validator(schema).iter_errors(body):
+            problems.append(f"{where} ({schema}): {e.message}")
+    assert not problems, "invalid HTTP examples:\n  " + "\n  ".join(problems)
+
+
 # --------------------------------------------------------------------------- scenarios
 
 
