@@ -229,6 +229,7 @@ class Client:
     last_seq: dict[str, int] = field(default_factory=dict)
     last_raised_at: dict[str, int] = field(default_factory=dict)
     closed: bool = False
+    silenced: bool = False
 
     async def connect(self) -> None:
         from websockets.asyncio.client import connect
@@ -332,7 +333,9 @@ class Client:
             return None
 
     async def shutdown(self) -> None:
-        if self.ws is not None:
+        if self.ws is not None and self.silenced:
+            self.ws.transport.abort()
+        elif self.ws is not None:
             try:
                 await asyncio.wait_for(self.ws.close(), 2)
             except Exception:  # noqa: BLE001 - best effort at teardown
@@ -404,6 +407,11 @@ class ScenarioRunner:
             await self._expect_unordered(client, step)
         elif "expectNothing" in step:
             await self._expect_nothing(client, step)
+        elif "silence" in step:
+            # Stop reading: WebSocket pings go unanswered, as with a frozen or unplugged device.
+            client.transcript.append(">> silence (stop reading)")
+            client.ws.transport.pause_reading()
+            client.silenced = True
         elif "drop" in step:
             client.transcript.append(">> drop (TCP abort, no close handshake)")
             client.ws.transport.abort()
