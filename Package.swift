@@ -51,7 +51,7 @@ let package = Package(
     .executableTarget(
       name: "relay",
       dependencies: [
-        "RelayServer", "RelayCrypto",
+        "RelayServer", "RelayCrypto", "RelayCore", "RelayProtocol", "EventLoop",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Logging", package: "swift-log"),
       ],

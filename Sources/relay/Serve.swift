@@ -52,7 +52,7 @@ struct Serve: ParsableCommand {
       logger.warning("DEV MODE: no --secret; hello.dev accepted without a token, any user may join any session")
     }
     config.core.devMode = config.devMode
-    let server = RelayServer(config: config, logger: logger, verifyToken: TokenVerifier.make(secret: config.secret))
+    let server = RelayServer(config: config, logger: logger, verifyToken: Tokens.verifier(secret: config.secret))
     do {
       try server.start()
     } catch {

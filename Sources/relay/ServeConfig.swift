@@ -5,7 +5,7 @@ import RelayServer
 extension Serve {
   /// Resolves flags, then `RELAY_*` variables, then the contract's defaults.
   func makeConfig() throws -> ServerConfig {
-    var core = CoreConfig()
+    var core = CoreConfig(devMode: true, serverVersion: RelayVersion.string)
     var c = ServerConfig(core: core)
     let (host, port) = try Self.parseListen(listen ?? Env.string("listen") ?? "127.0.0.1:8080")
     c.host = host
