@@ -64,9 +64,10 @@ let package = Package(
         .product(name: "Histogram", package: "hdrhistogram-swift"),
       ],
       swiftSettings: strict),
+    .target(name: "CAllocCounter", path: "Benchmarks/AllocCounter"),
     .executableTarget(
       name: "relay-bench",
-      dependencies: ["RelayWebSocket", "RelayProtocol", "RelayCore"],
+      dependencies: ["RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop", "CAllocCounter"],
       path: "Benchmarks/relay-bench",
       swiftSettings: strict),
 

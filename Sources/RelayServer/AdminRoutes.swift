@@ -6,25 +6,25 @@ import RelayWebSocket
 extension RelayServer {
   /// Admin API (contract §10); the caller has checked the bearer key.
   func routeAdmin(_ conn: ServerConnection, _ method: String, _ parts: [String], body: [UInt8]) {
-    switch (method, parts) {
-    case ("POST", ["v1", "sessions"]):
+    switch (method, parts.count) {
+    case ("POST", 2) where parts[1] == "sessions":
       let id = core.createSession(at: now)
       applyEffects()
       respondJSON(conn, status: 201, object([("sessionId", .string(id))]))
-    case ("GET", ["v1", "sessions", let id]):
-      guard let info = core.sessionInfo(id) else { return respondError(conn, 404, "not_found", "unknown session") }
+    case ("GET", 3) where parts[1] == "sessions":
+      guard let info = core.sessionInfo(parts[2]) else { return respondError(conn, 404, "not_found", "unknown session") }
       respondJSON(conn, status: 200, info)
-    case ("DELETE", ["v1", "sessions", let id, "participants", let uid]):
-      guard core.removeParticipant(session: id, uid: uid, at: now) else {
-        applyEffects()
-        return respondError(conn, 404, "not_found", "unknown session or participant")
-      }
+    case ("DELETE", 5) where parts[1] == "sessions" && parts[3] == "participants":
+      let removed = core.removeParticipant(session: parts[2], uid: parts[4], at: now)
       applyEffects()
+      guard removed else { return respondError(conn, 404, "not_found", "unknown session or participant") }
       respondJSON(conn, status: 200, object([("removed", .bool(true))]))
-    case ("POST", ["v1", "tokens"]):
+    case ("POST", 2) where parts[1] == "tokens":
       mintToken(conn, body: body)
-    default:
+    case (_, 2), (_, 3), (_, 5):
       respond(conn, status: 405, body: [])
+    default:
+      respond(conn, status: 404, body: Array("not found".utf8))
     }
   }
 

@@ -29,27 +29,34 @@ extension RelayServer {
   /// Routes a complete non-upgrade HTTP request (contract §10).
   func routeHTTP(_ conn: ServerConnection, _ head: HTTPRequestHead, body: [UInt8]) {
     let parts = head.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-    switch (head.method, parts) {
-    case ("GET", ["healthz"]):
+    let route = parts.joined(separator: "/")
+    switch route {
+    case "healthz", "readyz", "metrics":
+      guard head.method == "GET" else { return respond(conn, status: 405, headers: [("Allow", "GET")], body: []) }
+      routeProbe(conn, route)
+    default:
+      if parts.first == "v1", parts.count >= 2, parts[1] == "sessions" || parts[1] == "tokens" {
+        guard isAdmin(head) else { return respond(conn, status: 401, body: []) }
+        routeAdmin(conn, head.method, parts, body: body)
+      } else if parts.first == "v1", parts.count >= 3, parts[1] == "calls" {
+        routeCalls(conn, head, parts, body: body)
+      } else {
+        respond(conn, status: 404, body: Array("not found".utf8))
+      }
+    }
+  }
+
+  private func routeProbe(_ conn: ServerConnection, _ route: String) {
+    switch route {
+    case "healthz":
       respond(conn, status: 200, headers: [("Content-Type", "text/plain")], body: Array("ok".utf8))
-    case ("GET", ["readyz"]):
-      let status = draining ? 503 : 200
-      respond(conn, status: status, headers: [("Content-Type", "text/plain")],
+    case "readyz":
+      respond(conn, status: draining ? 503 : 200, headers: [("Content-Type", "text/plain")],
               body: Array((draining ? "draining" : "ready").utf8))
-    case ("GET", ["metrics"]):
+    default:
       refreshCoreMetrics()
       respond(conn, status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
               body: metrics.exposition())
-    case (_, ["v1", "sessions"]), (_, ["v1", "sessions", _]), (_, ["v1", "sessions", _, "participants", _]),
-      (_, ["v1", "tokens"]):
-      guard isAdmin(head) else { return respond(conn, status: 401, body: []) }
-      routeAdmin(conn, head.method, parts, body: body)
-    case (_, ["v1", "calls", _]), (_, ["v1", "calls", _, _]):
-      routeCalls(conn, head, parts, body: body)
-    case (_, ["healthz"]), (_, ["readyz"]), (_, ["metrics"]):
-      respond(conn, status: 405, headers: [("Allow", "GET")], body: [])
-    default:
-      respond(conn, status: 404, body: Array("not found".utf8))
     }
   }
 

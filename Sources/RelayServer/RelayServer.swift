@@ -1,6 +1,7 @@
 import EventLoop
 public import Logging
 public import RelayCore
+public import RelayProtocol
 import RelayCrypto
 import RelayWebSocket
 
@@ -24,6 +25,7 @@ public final class RelayServer {
   private var sweepTimer: EventLoop.Timer?
   private var signals: [SignalWatcher] = []
   private(set) var draining = false
+  private var websocketCount = 0
   private var drainStartedMs: Int64 = 0
   private let wallOffsetMs: Int64
 
@@ -109,7 +111,7 @@ public final class RelayServer {
 
   private func didClose(_ id: ConnectionID, _ reason: CloseReason) {
     guard let conn = connections.removeValue(forKey: id) else { return }
-    if conn.isWebSocket { metrics.websocketsOpen.decrement() }
+    if conn.isWebSocket { websocketCount -= 1; metrics.websocketsOpen.record(websocketCount) }
     metrics.connectionsOpen.record(connections.count)
     if conn.coreOpened {
       conn.coreOpened = false
@@ -185,7 +187,8 @@ public final class RelayServer {
       conn.tcp.write(response)
       conn.phase = .websocket(
         WebSocketConnection(role: .server, maxMessageBytes: config.maxMessageBytes), endpoint)
-      metrics.websocketsOpen.increment()
+      websocketCount += 1
+      metrics.websocketsOpen.record(websocketCount)
       if endpoint == .relay {
         conn.coreOpened = true
         core.open(conn.id, at: now)

@@ -10,15 +10,15 @@ final class ServerMetrics {
   let registry = PrometheusCollectorRegistry()
   private let factory: PrometheusMetricsFactory
 
-  let connectionsOpen: Gauge
-  let websocketsOpen: Gauge
+  let connectionsOpen: CoreMetrics.Gauge
+  let websocketsOpen: CoreMetrics.Gauge
   let connectionsAccepted: CoreMetrics.Counter
   let bytesIn: CoreMetrics.Counter
   let bytesOut: CoreMetrics.Counter
   let slowConsumerCloses: CoreMetrics.Counter
   let httpRequests: CoreMetrics.Counter
   let commandLatency: Metrics.Timer
-  private var mirrored: [String: Gauge] = [:]
+  private var mirrored: [String: CoreMetrics.Gauge] = [:]
 
   init() {
     var f = PrometheusMetricsFactory(registry: registry)
@@ -28,8 +28,8 @@ final class ServerMetrics {
       .milliseconds(5), .milliseconds(25), .milliseconds(100),
     ]
     factory = f
-    connectionsOpen = Gauge(label: "relay_connections_open", factory: f)
-    websocketsOpen = Gauge(label: "relay_websockets_open", factory: f)
+    connectionsOpen = CoreMetrics.Gauge(label: "relay_connections_open", factory: f)
+    websocketsOpen = CoreMetrics.Gauge(label: "relay_websockets_open", factory: f)
     connectionsAccepted = CoreMetrics.Counter(label: "relay_connections_accepted_total", factory: f)
     bytesIn = CoreMetrics.Counter(label: "relay_bytes_in_total", factory: f)
     bytesOut = CoreMetrics.Counter(label: "relay_bytes_out_total", factory: f)
@@ -41,11 +41,11 @@ final class ServerMetrics {
   /// Sets a gauge mirrored from a core counter (`name` with optional labels).
   func mirror(_ name: String, labels: [(String, String)] = [], _ value: Int) {
     let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
-    let gauge: Gauge
+    let gauge: CoreMetrics.Gauge
     if let g = mirrored[key] {
       gauge = g
     } else {
-      gauge = Gauge(label: name, dimensions: labels, factory: factory)
+      gauge = CoreMetrics.Gauge(label: name, dimensions: labels, factory: factory)
       mirrored[key] = gauge
     }
     gauge.record(value)
