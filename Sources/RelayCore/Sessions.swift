@@ -108,7 +108,7 @@ extension RelayCore {
       oldConnection.sessions.removeAll { $0 == session.id }
       sendSessionLeft(session.id, to: old, reason: "replaced")
     }
-    participant.connection = request.c
+    session.attach(participant, to: request.c)
     request.connection.sessions.append(session.id)
     participant.name = request.identity.name
     participant.avatar = request.identity.avatar
