@@ -6,9 +6,16 @@ public enum CommandDecoder {
   public static func decode(_ bytes: [UInt8], limits: DecoderLimits = DecoderLimits())
     -> Result<Envelope, CommandError>
   {
+    bytes.withUnsafeBytes { decode($0, limits: limits) }
+  }
+
+  /// Decodes one inbound text message from memory the caller owns.
+  public static func decode(_ buffer: UnsafeRawBufferPointer, limits: DecoderLimits = DecoderLimits())
+    -> Result<Envelope, CommandError>
+  {
     let value: JSONValue
     do {
-      value = try JSONParser.parse(bytes)
+      value = try JSONParser.parse(buffer)
     } catch {
       return .failure(CommandError(code: .badRequest, message: "not JSON (\(error))"))
     }
