@@ -120,6 +120,13 @@ let allSplits: [Split] = [.whole, .byteByByte] + (1...6).map { .random(seed: $0)
 
 func feed(_ connection: inout WebSocketConnection, _ input: [UInt8], split: Split) -> [WebSocketEvent] {
   var events: [WebSocketEvent] = []
+  for chunk in chunks(input, split: split) {
+    chunk.withUnsafeBytes { raw in connection.receive(raw) { events.append($0) } }
+  }
+  return events
+}
+
+func chunks(_ input: [UInt8], split: Split) -> [ArraySlice<UInt8>] {
   var chunks: [ArraySlice<UInt8>] = []
   switch split {
   case .whole: chunks = [input[...]]
@@ -133,8 +140,22 @@ func feed(_ connection: inout WebSocketConnection, _ input: [UInt8], split: Spli
       start += length
     }
   }
-  for chunk in chunks {
-    chunk.withUnsafeBytes { raw in connection.receive(raw) { events.append($0) } }
+  return chunks
+}
+
+/// Like `feed`, through the borrowing `receive(_:onMessage:emit:)`; messages
+/// are copied out as `.text` / `.binary` events for comparison.
+func feedBorrowing(_ connection: inout WebSocketConnection, _ input: [UInt8], split: Split) -> [WebSocketEvent] {
+  var events: [WebSocketEvent] = []
+  for chunk in chunks(input, split: split) {
+    chunk.withUnsafeBytes { raw in
+      connection.receive(
+        raw,
+        onMessage: { opcode, payload in
+          events.append(opcode == .text ? .text(Array(payload)) : .binary(Array(payload)))
+        },
+        emit: { events.append($0) })
+    }
   }
   return events
 }
@@ -149,6 +170,9 @@ func events(
   for split in splits {
     var connection = WebSocketConnection(role: role, maxMessageBytes: maxMessageBytes)
     let got = feed(&connection, input, split: split)
+    var borrowing = WebSocketConnection(role: role, maxMessageBytes: maxMessageBytes)
+    let borrowed = feedBorrowing(&borrowing, input, split: split)
+    #expect(borrowed == got, "borrowing API differs under split \(split)", sourceLocation: sourceLocation)
     if let reference {
       #expect(got == reference, "split \(split) differs", sourceLocation: sourceLocation)
     } else {
