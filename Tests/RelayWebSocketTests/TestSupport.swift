@@ -135,7 +135,9 @@ func chunks(_ input: [UInt8], split: Split) -> [ArraySlice<UInt8>] {
     var rng = SeededGenerator(seed: seed)
     var start = 0
     while start < input.count {
-      let length = Int.random(in: 1...max(1, min(input.count - start, 300)), using: &rng)
+      // Mostly small pieces (headers and characters split), sometimes big.
+      let cap = Int.random(in: 0..<4, using: &rng) == 0 ? 3000 : 16
+      let length = Int.random(in: 1...max(1, min(input.count - start, cap)), using: &rng)
       chunks.append(input[start..<start + length])
       start += length
     }
