@@ -107,3 +107,15 @@ let boundaryLengths = [0, 1, 7, 8, 9, 125, 126, 127, 65_535, 65_536, 1 << 20]
     #expect(destination == expected)
   }
 }
+
+@Suite struct FrameAppendTests {
+  @Test(arguments: boundaryLengths)
+  func appendEqualsEncodeAfterExistingBytes(length: Int) {
+    let payload = randomBytes(length, seed: UInt64(length) &+ 7)
+    for mask in [nil, UInt32(0x0102_0304)] {
+      var buffer: [UInt8] = [0xAA, 0xBB]
+      payload.withUnsafeBytes { WebSocketFrame.append(opcode: .binary, payload: $0, mask: mask, to: &buffer) }
+      #expect(buffer == [0xAA, 0xBB] + WebSocketFrame.encode(opcode: .binary, payload: payload, mask: mask))
+    }
+  }
+}
