@@ -116,9 +116,11 @@ public struct WebSocketConnection {
   public mutating func close(code: UInt16, reason: String) -> [UInt8] {
     guard state == .open else { return [] }
     state = .closing
-    // Data frames are discarded from now on; drop a half-built message.
+    // Data frames are discarded from now on; drop a half-built message,
+    // including the rest of a data frame whose payload is mid-read.
     messageOpcode = nil
     messageLength = 0
+    if inPayload && sink == .message { sink = .discard }
     return encode(.close, WebSocketFrame.closePayload(code: code, reason: reason))
   }
 
@@ -186,8 +188,13 @@ extension WebSocketConnection {
     frameFin = header.fin
     frameMask = header.mask
     // The header checks bound the length (≤ 125, ≤ maxMessageBytes, or a
-    // discarded frame with the top bit clear), so it fits in an Int.
-    payloadRemaining = Int(header.payloadLength)
+    // discarded frame with the top bit clear); still, a wire length becomes
+    // a size only through a checked conversion.
+    guard let length = Int(exactly: header.payloadLength) else {
+      fail(code: CloseCode.messageTooBig, reason: "message too big", emit: emit)
+      return
+    }
+    payloadRemaining = length
     payloadConsumed = 0
     sink = chooseSink(opcode)
     if sink == .message && opcode != .continuation {

@@ -92,6 +92,18 @@ let invalidCloseCodes: [UInt16] = [0, 1, 999, 1004, 1005, 1006, 1015, 1016, 1100
     #expect(got == [.closed(code: 1005, reason: "", initiatedByPeer: false)])
   }
 
+  @Test(arguments: [UInt8(0x1), 0x2])
+  func closingInTheMiddleOfADataFrameDiscardsItsRest(opcode: UInt8) {
+    let data = frame(opcode, Array("0123456789abcdef".utf8))
+    for cut in [1, 2, 6, 7, 10, data.count - 1] {
+      var connection = WebSocketConnection(role: .server)
+      #expect(feed(&connection, Array(data[..<cut]), split: .whole).isEmpty)
+      _ = connection.close(code: 1001, reason: "")
+      let got = feed(&connection, Array(data[cut...]) + closeFrame(code: 1001), split: .byteByByte)
+      #expect(got == [.closed(code: 1001, reason: "", initiatedByPeer: false)], "cut \(cut)")
+    }
+  }
+
   @Test func protocolErrorWhileClosingClosesWithoutAnotherCloseFrame() {
     var connection = WebSocketConnection(role: .server)
     _ = connection.close(code: 1000, reason: "")
