@@ -109,7 +109,8 @@ public enum WebSocketFrame {
     guard let mask, count > 0 else { return }
     buffer.withUnsafeMutableBytes { raw in
       let tail = raw.baseAddress! + (raw.count - count)
-      applyMask(MaskKey(networkOrder: mask), phase: 0, source: tail, destination: tail, count: count)
+      applyMask(
+        MaskKey(networkOrder: mask), phase: 0, source: tail, destination: tail, count: count)
     }
   }
 

@@ -134,7 +134,8 @@ public struct UTF8Validator: Sendable {
   static func skipASCII(_ base: UnsafeRawPointer, from start: Int, count: Int) -> Int {
     var i = start
     while i + 16 <= count {
-      let word = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+      let word =
+        base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
         | base.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
       if word & 0x8080_8080_8080_8080 != 0 { break }
       i += 16

@@ -22,7 +22,8 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
   func clientReceivesUnmaskedFramesOfEveryLength(length: Int) {
     let payload = Array(repeating: UInt8(ascii: "x"), count: length)
     let input = frame(0x1, payload, from: .server)
-    let got = events(input, role: .client, maxMessageBytes: 2 << 20, splits: length > 1000 ? bigSplits : allSplits)
+    let got = events(
+      input, role: .client, maxMessageBytes: 2 << 20, splits: length > 1000 ? bigSplits : allSplits)
     #expect(got == [.text(payload)])
   }
 
@@ -62,7 +63,9 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
   }
 
   @Test func maskedClientFramesAllowAnyKey() {
-    let input = rawFrame(0x1, Array("key".utf8), mask: [0, 0, 0, 0]) + rawFrame(0x1, Array("key".utf8), mask: [0xFF, 0xFF, 0xFF, 0xFF])
+    let input =
+      rawFrame(0x1, Array("key".utf8), mask: [0, 0, 0, 0])
+      + rawFrame(0x1, Array("key".utf8), mask: [0xFF, 0xFF, 0xFF, 0xFF])
     #expect(events(input) == [.text(Array("key".utf8)), .text(Array("key".utf8))])
   }
 
@@ -71,7 +74,8 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
   @Test func pingIsAnsweredWithPongCarryingTheSamePayload() {
     let payload = Array("ping!".utf8)
     let got = events(frame(0x9, payload))
-    #expect(got == [.write(WebSocketFrame.encode(opcode: .pong, payload: payload)), .ping(payload)])
+    #expect(
+      got == [.write(WebSocketFrame.encode(opcode: .pong, payload: payload)), .ping(payload)])
   }
 
   @Test func pingOf125BytesIsFine() {
@@ -112,10 +116,12 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
       + frame(0x0, Array("lo, ".utf8), fin: false) + frame(0xA, [])
       + frame(0x0, [], fin: false) + frame(0x0, Array("world".utf8))
     let got = events(input)
-    #expect(got == [
-      .write(WebSocketFrame.encode(opcode: .pong, payload: Array("p".utf8))), .ping(Array("p".utf8)),
-      .pong([]), .text(Array("Hello, world".utf8)),
-    ])
+    #expect(
+      got == [
+        .write(WebSocketFrame.encode(opcode: .pong, payload: Array("p".utf8))),
+        .ping(Array("p".utf8)),
+        .pong([]), .text(Array("Hello, world".utf8)),
+      ])
   }
 
   @Test func fragmentedBinaryWithEmptyFirstFragment() {
@@ -163,7 +169,8 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
   }
 
   @Test func fragmentsSummingOverTheLimitFail() {
-    let input = frame(0x2, [UInt8](repeating: 1, count: 600), fin: false)
+    let input =
+      frame(0x2, [UInt8](repeating: 1, count: 600), fin: false)
       + Array(frame(0x0, [UInt8](repeating: 1, count: 401)).prefix(8))
     expectFailure(events(input, maxMessageBytes: 1000), code: 1009)
   }
@@ -185,4 +192,3 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
 func clientEvents(_ input: [UInt8]) -> [WebSocketEvent] {
   events(input, role: .client)
 }
-

@@ -7,11 +7,15 @@ import Testing
 @testable import RelayWebSocket
 
 /// A random valid stream and the events it must produce.
-func randomConversation(seed: UInt64, sender: WebSocketRole, messages: Int) -> ([UInt8], [WebSocketEvent]) {
+func randomConversation(seed: UInt64, sender: WebSocketRole, messages: Int) -> (
+  [UInt8], [WebSocketEvent]
+) {
   var rng = SeededGenerator(seed: seed)
   var wire: [UInt8] = []
   var expected: [WebSocketEvent] = []
-  let texts = ["", "a", "κόσμε", "\u{1F600}\u{1F601}", "plain ascii text that is longer", "ü\u{10FFFF}"]
+  let texts = [
+    "", "a", "κόσμε", "\u{1F600}\u{1F601}", "plain ascii text that is longer", "ü\u{10FFFF}",
+  ]
   for _ in 0..<messages {
     let isText = Bool.random(using: &rng)
     let size = [0, 1, 7, 125, 126, 1000, 3000, 20_000, 65_536].randomElement(using: &rng)!
@@ -65,20 +69,27 @@ func expectSameEvents(
   sourceLocation: SourceLocation = #_sourceLocation
 ) {
   for (index, (a, b)) in zip(got, expected).enumerated() where !sameEvent(a, b) {
-    Issue.record("\(label): event \(index) is \(summary(a)), expected \(summary(b))", sourceLocation: sourceLocation)
+    Issue.record(
+      "\(label): event \(index) is \(summary(a)), expected \(summary(b))",
+      sourceLocation: sourceLocation)
     return
   }
   #expect(got.count == expected.count, "\(label)", sourceLocation: sourceLocation)
 }
 
 func sameEvent(_ a: WebSocketEvent, _ b: WebSocketEvent) -> Bool {
-  guard case .write(let bytes) = a, case .write(let want) = b, bytes[1] & 0x80 != 0 else { return a == b }
+  guard case .write(let bytes) = a, case .write(let want) = b, bytes[1] & 0x80 != 0 else {
+    return a == b
+  }
   var server = WebSocketConnection(role: .server)
-  return bytes[0] == want[0] && feed(&server, bytes, split: .whole) == [.pong(Array(want.dropFirst(2)))]
+  return bytes[0] == want[0]
+    && feed(&server, bytes, split: .whole) == [.pong(Array(want.dropFirst(2)))]
 }
 
 @Suite struct StreamTests {
-  @Test(arguments: [(UInt64(1), WebSocketRole.client), (2, .client), (3, .client), (4, .server), (5, .server)])
+  @Test(arguments: [
+    (UInt64(1), WebSocketRole.client), (2, .client), (3, .client), (4, .server), (5, .server),
+  ])
   func aLongConversationUnderSeveralSplitsAndBothAPIs(seed: UInt64, sender: WebSocketRole) {
     let (wire, expected) = randomConversation(seed: seed, sender: sender, messages: 30)
     let receiver: WebSocketRole = sender == .client ? .server : .client
@@ -86,7 +97,8 @@ func sameEvent(_ a: WebSocketEvent, _ b: WebSocketEvent) -> Bool {
       var connection = WebSocketConnection(role: receiver, maxMessageBytes: 1 << 20)
       expectSameEvents(feed(&connection, wire, split: split), expected, "\(split)")
       var borrowing = WebSocketConnection(role: receiver, maxMessageBytes: 1 << 20)
-      expectSameEvents(feedBorrowing(&borrowing, wire, split: split), expected, "borrowing \(split)")
+      expectSameEvents(
+        feedBorrowing(&borrowing, wire, split: split), expected, "borrowing \(split)")
     }
   }
 
@@ -101,6 +113,8 @@ func sameEvent(_ a: WebSocketEvent, _ b: WebSocketEvent) -> Bool {
     _ = feed(&connection, frame(0x2, randomBytes(60_000, seed: 1)), split: .whole)
     #expect(connection.storage.isEmpty)
     _ = feed(&connection, frame(0x2, randomBytes(1_000, seed: 2)), split: .whole)
-    #expect(connection.storage.count >= 1_000 && connection.storage.count <= WebSocketConnection.retainedStorageBytes)
+    #expect(
+      connection.storage.count >= 1_000
+        && connection.storage.count <= WebSocketConnection.retainedStorageBytes)
   }
 }
