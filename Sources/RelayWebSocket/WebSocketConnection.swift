@@ -161,6 +161,11 @@ extension WebSocketConnection {
     while used < available {
       pendingHeader.append(bytes.load(fromByteOffset: used, as: UInt8.self))
       used += 1
+      if pendingHeader.count <= 2, let (code, reason) = leadingBytesViolation() {
+        // Fail on the first or second byte rather than after the header.
+        fail(code: code, reason: reason, emit: emit)
+        break
+      }
       if pendingHeader.count >= 2
         && pendingHeader.count == FrameHeader.size(secondByte: pendingHeader[1])
       {
@@ -224,22 +229,42 @@ extension WebSocketConnection {
 
   /// The first rule a header breaks, as (close code, reason), or nil.
   func violation(_ header: FrameHeader) -> (UInt16, String)? {
-    // §5.2: RSV bits must be 0 unless an extension defines them; we
-    // negotiate none.
-    if header.reservedBits != 0 { return (CloseCode.protocolError, "reserved bits set") }
-    // §5.2: reserved opcodes must fail the connection.
-    guard let opcode = Opcode(rawValue: header.opcodeValue) else {
-      return (CloseCode.protocolError, "reserved opcode")
+    if let found = byteZeroViolation(reservedBits: header.reservedBits, opcode: header.opcodeValue)
+    {
+      return found
     }
-    // §5.1: clients mask every frame, servers mask none.
-    if (header.mask != nil) != (role == .server) {
-      return (CloseCode.protocolError, role == .server ? "unmasked frame" : "masked frame")
-    }
+    if let found = maskViolation(masked: header.mask != nil) { return found }
+    let opcode = Opcode(rawValue: header.opcodeValue)!
     // §5.2: the most significant bit of a 64-bit length must be 0.
     if header.payloadLength >> 63 != 0 { return (CloseCode.protocolError, "bad length") }
     if opcode.isControl { return controlViolation(header) }
     if state != .open { return nil }  // discarded while closing
     return dataViolation(header, opcode)
+  }
+
+  /// The same first checks as `violation`, in the same order, on the one
+  /// or two header bytes assembled so far (so any split fails alike).
+  func leadingBytesViolation() -> (UInt16, String)? {
+    let byte0 = pendingHeader[0]
+    if let found = byteZeroViolation(reservedBits: byte0 & 0x70, opcode: byte0 & 0x0F) {
+      return found
+    }
+    guard pendingHeader.count == 2 else { return nil }
+    return maskViolation(masked: pendingHeader[1] & 0x80 != 0)
+  }
+
+  /// §5.2: RSV bits must be 0 unless an extension defines them (we negotiate
+  /// none); reserved opcodes fail the connection.
+  func byteZeroViolation(reservedBits: UInt8, opcode: UInt8) -> (UInt16, String)? {
+    if reservedBits != 0 { return (CloseCode.protocolError, "reserved bits set") }
+    if Opcode(rawValue: opcode) == nil { return (CloseCode.protocolError, "reserved opcode") }
+    return nil
+  }
+
+  /// §5.1: clients mask every frame, servers mask none.
+  func maskViolation(masked: Bool) -> (UInt16, String)? {
+    guard masked != (role == .server) else { return nil }
+    return (CloseCode.protocolError, role == .server ? "unmasked frame" : "masked frame")
   }
 
   /// §5.5: control frames carry ≤ 125 bytes and are never fragmented.

@@ -57,6 +57,14 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
     expectFailure(events(frame(opcode, [1, 2, 3])), code: 1002)
   }
 
+  @Test func badFirstBytesFailBeforeTheHeaderIsComplete() {
+    expectFailure(events([0xC1]), code: 1002)  // RSV1
+    expectFailure(events([0x83]), code: 1002)  // opcode 3
+    expectFailure(events([0x81, 0x7E]), code: 1002)  // unmasked, 16-bit length owed
+    expectFailure(events([0x81, 0xFE], role: .client), code: 1002)  // masked from a server
+    #expect(events([0x81, 0xFE, 0x00]).isEmpty)  // fine so far
+  }
+
   @Test func lengthWithMostSignificantBitSetFails() {
     let input = rawFrame(0x2, [], lengthForm: .sixtyFour, lengthOverride: 1 << 63)
     expectFailure(events(input), code: 1002)
