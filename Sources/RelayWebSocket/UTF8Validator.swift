@@ -48,9 +48,16 @@ public struct UTF8Validator: Sendable {
     guard let base = bytes.baseAddress, state != Self.reject else {
       return state != Self.reject
     }
-    let start = state
+    let count = bytes.count
+    var start = 0
+    if state == Self.accept {
+      // Pure ASCII (most JSON) never touches the tables.
+      start = Self.skipASCII(base, from: 0, count: count)
+      if start == count { return true }
+    }
+    let from = state
     state = Self.table.withUnsafeBufferPointer {
-      Self.run(table: $0.baseAddress!, bytes: base, count: bytes.count, state: start)
+      Self.run(table: $0.baseAddress!, bytes: base + start, count: count - start, state: from)
     }
     return state != Self.reject
   }

@@ -114,17 +114,28 @@ let boundaryLengths = [0, 1, 7, 8, 9, 125, 126, 127, 65_535, 65_536, 1 << 20]
   @Test(arguments: 0..<12)
   func maskingAtEveryPhaseMatchesBytewiseXor(phase: Int) {
     let key: [UInt8] = [0xA1, 0xB2, 0xC3, 0xD4]
-    let source = randomBytes(77, seed: UInt64(phase))
-    var destination = [UInt8](repeating: 0, count: 77)
-    source.withUnsafeBytes { src in
-      destination.withUnsafeMutableBytes { dst in
-        applyMask(
-          MaskKey(networkOrder: 0xA1B2_C3D4), phase: phase, source: src.baseAddress!,
-          destination: dst.baseAddress!, count: 77)
+    // Every count up to 80 reaches every mix of the 32-, 8-, 4- and 1-byte
+    // steps; in place and into a separate buffer.
+    for count in 0...80 {
+      let source = randomBytes(count, seed: UInt64(phase * 100 + count))
+      let expected = source.enumerated().map { $0.element ^ key[($0.offset + phase) % 4] }
+      var destination = [UInt8](repeating: 0, count: count)
+      var inPlace = source
+      source.withUnsafeBytes { src in
+        destination.withUnsafeMutableBytes { dst in
+          applyMask(
+            MaskKey(networkOrder: 0xA1B2_C3D4), phase: phase, source: src.baseAddress!,
+            destination: dst.baseAddress!, count: count)
+        }
       }
+      inPlace.withUnsafeMutableBytes { raw in
+        applyMask(
+          MaskKey(networkOrder: 0xA1B2_C3D4), phase: phase, source: raw.baseAddress!,
+          destination: raw.baseAddress!, count: count)
+      }
+      #expect(destination == expected, "count \(count)")
+      #expect(inPlace == expected, "in place, count \(count)")
     }
-    let expected = source.enumerated().map { $0.element ^ key[($0.offset + phase) % 4] }
-    #expect(destination == expected)
   }
 }
 
