@@ -48,7 +48,7 @@ public final class Loop {
   private let checkHandle: UnsafeMutablePointer<uv_check_t>
   private let lingerTimer: UnsafeMutablePointer<uv_timer_t>
   /// Connections with bytes queued since the last flush, each listed once.
-  var dirtyConnections: [TCPConnection] = []
+  private var dirtyConnections: [TCPConnection] = []
   /// Connections in a graceful close, oldest first; see `lingerTimeoutMs`.
   private let lingerQueue = RingBuffer<(deadlineMs: UInt64, connection: TCPConnection)>()
   /// Upper bound on a graceful close (`shutdown()` or a peer's EOF with data still
@@ -137,7 +137,8 @@ public final class Loop {
   }
 
   /// Raises the soft `RLIMIT_NOFILE` towards `target`, capped at the hard limit, and
-  /// returns the soft limit in force afterwards. Never lowers it.
+  /// returns the soft limit in force afterwards (-1 if it cannot be read). Never
+  /// lowers it. Each connection costs one descriptor.
   public static func raiseOpenFileLimit(to target: Int) -> Int {
     var limit = rlimit()
     guard getrlimit(resourceNoFile, &limit) == 0 else { return -1 }
@@ -221,10 +222,22 @@ extension Loop {
     guard !dirtyConnections.isEmpty else { return }
     var index = 0
     while index < dirtyConnections.count {
-      dirtyConnections[index].flushPending()
+      // A local copy, so no access to the array is held while the connection runs.
+      let connection = dirtyConnections[index]
+      connection.flushPending()
       index += 1
     }
     dirtyConnections.removeAll(keepingCapacity: true)
+    uv_unref(prepareHandle.cast())
+  }
+
+  /// Lists `connection` for the end-of-turn flush. While the list is non-empty the
+  /// prepare handle is referenced, so the loop stays alive for one more iteration
+  /// and flushes bytes written where the check phase has already passed (close
+  /// callbacks, or before `run()`), instead of exiting with them queued.
+  func addDirtyConnection(_ connection: TCPConnection) {
+    if dirtyConnections.isEmpty { uv_ref(prepareHandle.cast()) }
+    dirtyConnections.append(connection)
   }
 
   /// Puts `connection` in the linger queue with a deadline `lingerTimeoutMs` from now.

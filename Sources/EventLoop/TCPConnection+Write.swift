@@ -39,7 +39,7 @@ extension TCPConnection {
   func markDirty() {
     guard !isDirty else { return }
     isDirty = true
-    loop.dirtyConnections.append(self)
+    loop.addDirtyConnection(self)
   }
 
   /// Writes as much of the queue as the kernel takes now (`uv_try_write`, one
