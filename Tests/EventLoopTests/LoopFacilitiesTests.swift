@@ -18,20 +18,29 @@ struct LoopFacilitiesTests {
     let oneShot = EventLoop.Timer(loop: loop)
     let repeating = EventLoop.Timer(loop: loop)
     let stopped = EventLoop.Timer(loop: loop)
-    oneShot.start(afterMs: 5) { oneShotFires += 1 }
+    // Event-driven end (no fixed deadline, which a loaded machine can overrun): once
+    // both timers are done, linger one more one-shot so a stray fire would be seen.
+    let finishWhenDone = {
+      guard oneShotFires == 1, repeatFires == 5 else { return }
+      oneShot.start(afterMs: 10) {
+        oneShot.close()
+        repeating.close()
+        stopped.close()
+      }
+    }
+    oneShot.start(afterMs: 5) {
+      oneShotFires += 1
+      finishWhenDone()
+    }
     repeating.start(afterMs: 1, repeatMs: 2) {
       repeatFires += 1
-      if repeatFires == 5 { repeating.stop() }
+      if repeatFires == 5 {
+        repeating.stop()
+        finishWhenDone()
+      }
     }
     stopped.start(afterMs: 3) { stoppedFires += 1 }
     stopped.stop()
-    let end = EventLoop.Timer(loop: loop)
-    end.start(afterMs: 40) {
-      oneShot.close()
-      repeating.close()
-      stopped.close()
-      end.close()
-    }
     fixture.runAndClose()
     #expect(oneShotFires == 1)
     #expect(repeatFires == 5)
