@@ -59,6 +59,8 @@ public final class Loop {
   /// Counters; see `LoopStats`.
   public internal(set) var stats = LoopStats()
   private var isClosed = false
+  /// Inside `run()` / `runOnce()`: `close()` must not re-enter `uv_run` from a callback.
+  private var isRunning = false
 
   /// Creates a loop and its internal handles and ignores `SIGPIPE`, so writes to a
   /// vanished peer fail with `EPIPE` instead of killing the process.
@@ -101,12 +103,18 @@ public final class Loop {
   /// is active.
   public func run() {
     precondition(!isClosed, "run() on a closed Loop")
+    precondition(!isRunning, "run() re-entered from a loop callback")
+    isRunning = true
+    defer { isRunning = false }
     _ = uv_run(rawLoop, UV_RUN_DEFAULT)
   }
 
   /// Runs one iteration: polls without blocking when `nowait`, else blocks for I/O once.
   public func runOnce(nowait: Bool) {
     precondition(!isClosed, "runOnce() on a closed Loop")
+    precondition(!isRunning, "runOnce() re-entered from a loop callback")
+    isRunning = true
+    defer { isRunning = false }
     _ = uv_run(rawLoop, nowait ? UV_RUN_NOWAIT : UV_RUN_ONCE)
   }
 
@@ -160,6 +168,7 @@ public final class Loop {
   /// first: the walk closes only handles still open, with this module's callback.
   public func close() {
     precondition(!isClosed, "Loop.close() called twice")
+    precondition(!isRunning, "Loop.close() called from a loop callback; stop() and close after run() returns")
     uv_close(prepareHandle.cast(), nil)
     uv_close(checkHandle.cast(), nil)
     uv_close(lingerTimer.cast(), nil)

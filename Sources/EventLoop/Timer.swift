@@ -89,6 +89,12 @@ public final class SignalWatcher: HandleOwner {
     precondition(isClosed, "SignalWatcher released before its close callback")
   }
 
+  /// Lets `Loop.run()` return while only this watcher is active (`uv_unref`).
+  public func unref() {
+    guard !isClosing else { return }
+    uv_unref(handle.cast())
+  }
+
   /// Stops watching and closes the handle. Idempotent.
   public func close() {
     guard !isClosing else { return }
