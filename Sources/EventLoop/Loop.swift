@@ -159,13 +159,14 @@ public final class Loop {
     return limit.rlim_cur >= rlim_t(Int.max) ? Int.max : Int(limit.rlim_cur)
   }
 
-  /// Closes every remaining handle (`uv_walk` + `uv_close`), runs until all close
+  /// Closes every remaining handle (`uv_walk`, then each owner's `close()`), runs until all close
   /// callbacks have run (connections report `onClose` here), then `uv_loop_close`,
   /// which must succeed: anything else means a handle or request leaked (the
   /// `MAKE_VALGRIND_HAPPY` check of libuv's own tests).
   ///
   /// Handles created by other libraries on this loop must be closed by their owners
-  /// first: the walk closes only handles still open, with this module's callback.
+  /// first: the walk skips handles already closing and traps on an open handle it
+  /// does not own.
   public func close() {
     precondition(!isClosed, "Loop.close() called twice")
     precondition(!isRunning, "Loop.close() called from a loop callback; stop() and close after run() returns")
@@ -205,10 +206,14 @@ extension Loop: Sendable {}
   private let resourceNoFile = RLIMIT_NOFILE
 #endif
 
-/// `uv_walk_cb` for `Loop.close()`: closes each handle not already closing.
+/// `uv_walk_cb` for `Loop.close()`: asks the owner of each handle not already
+/// closing to close it, so the owner's own state machine records the close.
 private func walkCloseCallback(_ handle: UnsafeMutablePointer<uv_handle_t>?, _: UnsafeMutableRawPointer?) {
-  guard let handle, uv_is_closing(handle) == 0 else { return }
-  uv_close(handle, handleCloseCallback)
+  guard let handle, uv_is_closing(handle) == 0, let data = handle.pointee.data else { return }
+  guard let owner = Unmanaged<AnyObject>.fromOpaque(data).takeUnretainedValue() as? any HandleOwner else {
+    preconditionFailure("Loop.close(): an open handle without an EventLoop owner")
+  }
+  owner.close()
 }
 
 /// The `uv_prepare_cb` of the cork.
