@@ -47,8 +47,10 @@ public final class Loop {
   private let prepareHandle: UnsafeMutablePointer<uv_prepare_t>
   private let checkHandle: UnsafeMutablePointer<uv_check_t>
   private let lingerTimer: UnsafeMutablePointer<uv_timer_t>
-  /// Connections with bytes queued since the last flush, each listed once.
-  private var dirtyConnections: [TCPConnection] = []
+  /// Connections with bytes queued since the last flush, each listed once. A
+  /// `RingBuffer` held by `let` rather than an `Array` property: callgrind showed the
+  /// array's dynamic exclusivity checks costing more than the append itself.
+  private let dirtyConnections = RingBuffer<TCPConnection>(initialCapacity: 1024)
   /// Connections in a graceful close, oldest first; see `lingerTimeoutMs`.
   private let lingerQueue = RingBuffer<(deadlineMs: UInt64, connection: TCPConnection)>()
   /// Upper bound on a graceful close (`shutdown()` or a peer's EOF with data still
@@ -57,7 +59,10 @@ public final class Loop {
   /// and one timer serves every lingering connection.
   public let lingerTimeoutMs: UInt64
   /// Counters; see `LoopStats`.
-  public internal(set) var stats = LoopStats()
+  public var stats: LoopStats { statistics }
+  /// Internal storage of `stats`, so hot-path increments need no dynamic exclusivity
+  /// check (see `TCPConnection.queuedByteCount`).
+  var statistics = LoopStats()
   private var isClosed = false
   /// Inside `run()` / `runOnce()`: `close()` must not re-enter `uv_run` from a callback.
   private var isRunning = false
@@ -73,7 +78,6 @@ public final class Loop {
     prepareHandle = .allocate(capacity: 1)
     checkHandle = .allocate(capacity: 1)
     lingerTimer = .allocate(capacity: 1)
-    dirtyConnections.reserveCapacity(1024)
     preconditionLibUVSucceeded(uv_loop_init(rawLoop), "uv_loop_init")
     // Unretained: the Loop outlives its uv_loop_t, which close() frees.
     rawLoop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
@@ -230,18 +234,12 @@ private func checkFlushCallback(_ handle: UnsafeMutablePointer<uv_check_t>?) {
 
 extension Loop {
   /// Flushes every connection written to since the last flush. Connections dirtied
-  /// during the pass (e.g. by a failing write closing a peer) are flushed in the same
-  /// pass: the index walks the growing array.
+  /// during the pass are flushed in the same pass.
   func flushDirtyConnections() {
     guard !dirtyConnections.isEmpty else { return }
-    var index = 0
-    while index < dirtyConnections.count {
-      // A local copy, so no access to the array is held while the connection runs.
-      let connection = dirtyConnections[index]
-      connection.flushPending()
-      index += 1
+    while !dirtyConnections.isEmpty {
+      dirtyConnections.removeFirst().flushPending()
     }
-    dirtyConnections.removeAll(keepingCapacity: true)
     uv_unref(prepareHandle.cast())
   }
 
