@@ -93,6 +93,34 @@ struct TCPConnectionTests {
     #expect(statsAtReceipt.writeRequests == statsAfterWrites.writeRequests)
   }
 
+  @Test("flushNow() writes at once; runOnce(nowait:) drives the loop step by step")
+  func flushNowAndRunOnce() {
+    let fixture = LoopFixture()
+    var received: [UInt8] = []
+    var connected: (server: TCPConnection, client: TCPConnection)?
+    fixture.connectedPair { server, client in connected = (server, client) }
+    for _ in 0..<1_000 where connected == nil { fixture.loop.runOnce(nowait: false) }
+    guard let (server, client) = connected else {
+      Issue.record("no connection")
+      return fixture.close()
+    }
+    server.onRead = { received += $0 }
+    server.startReading()
+    let before = fixture.loop.stats.tryWriteCalls
+    client.write([1, 2, 3])
+    #expect(client.queuedBytes == 3)
+    client.flushNow()
+    #expect(fixture.loop.stats.tryWriteCalls == before + 1)
+    #expect(client.queuedBytes == 0)
+    for _ in 0..<1_000 where received.count < 3 { fixture.loop.runOnce(nowait: false) }
+    #expect(received == [1, 2, 3])
+    server.close()
+    client.close()
+    fixture.loop.runOnce(nowait: true)
+    #expect(server.isClosed && client.isClosed)
+    fixture.runAndClose()
+  }
+
   @Test("one OutboundBuffer is shared by three connections and released after the writes")
   func sharedBufferFanOut() {
     let fixture = LoopFixture()
