@@ -260,7 +260,8 @@ extension Loop {
   }
 
   private func armLingerTimer() {
-    guard !lingerQueue.isEmpty else { return }
+    // The timer is already closing during Loop.close(); every connection closes then anyway.
+    guard !lingerQueue.isEmpty, uv_is_closing(lingerTimer.cast()) == 0 else { return }
     let deadline = lingerQueue.front.pointee.deadlineMs
     let now = uv_now(rawLoop)
     let delay = deadline > now ? deadline - now : 0

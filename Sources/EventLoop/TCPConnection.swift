@@ -29,6 +29,8 @@ public enum CloseReason: Sendable {
 /// The first reason recorded wins: an error during our own shutdown still reports
 /// `.local`. `onClose` runs exactly once, from the close callback, after the handle
 /// is fully closed; `onRead` and `onClose` are then cleared to break reference cycles.
+/// No callback ever runs synchronously inside `write`, `close`, `reset` or `shutdown`,
+/// so callers need not guard against re-entrancy.
 public final class TCPConnection: HandleOwner {
   enum State {
     /// Reading and writing.
