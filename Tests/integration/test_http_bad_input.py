@@ -285,13 +285,20 @@ def test_readyz_200(srv):
     assert wsraw.http_get(srv.port, "/readyz").status == 200
 
 
-def test_healthz_keep_alive_two_requests(srv):
-    # HTTP/1.1 persistent connection: two requests, two responses.
+def test_healthz_second_request_on_connection(srv):
+    # HTTP/1.1 (RFC 9112 §9.3, §9.6): a server that closes the connection after a
+    # response says so with "Connection: close"; otherwise the next request on
+    # the same connection gets its own response.
     with RawClient(srv.port) as c:
-        for _ in range(2):
-            c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            resp = c.read_http_response()
-            assert resp.status == 200 and resp.body.strip() == b"ok"
+        c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        resp = c.read_http_response()
+        assert resp.status == 200 and resp.body.strip() == b"ok"
+        if "close" in (resp.header("Connection") or "").lower():
+            assert c.is_closed_within(5.0), "Connection: close announced but connection left open"
+            return
+        c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        resp = c.read_http_response()
+        assert resp.status == 200 and resp.body.strip() == b"ok"
 
 
 def test_healthz_in_one_byte_chunks(srv):
