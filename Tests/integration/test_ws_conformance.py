@@ -663,3 +663,119 @@ def test_frames_pipelined_behind_upgrade_request(srv):
         assert resp.header("Sec-WebSocket-Accept") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
         assert c.recv_message() == (OP_TEXT, b"pipelined")
         c.close_handshake(1000)
+
+
+# ------------------------------------------------- handshake-level framing
+def test_handshake_in_one_byte_chunks(srv):
+    with RawClient(srv.port) as c:
+        key = "AAAAAAAAAAAAAAAAAAAAAA=="
+        req = (f"GET /v1/echo HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        c.send(req.encode(), chunks=1, pause=0.0005)
+        resp = c.read_http_response()
+        assert resp.status == 101
+        echo_roundtrip(c, OP_TEXT, b"after slow handshake")
+        c.close_handshake(1000)
+
+
+def test_echo_ignores_subprotocol_offer(srv):
+    with connect(srv.port, protocols=["chat", "superchat"]) as c:
+        assert c.handshake_response.header("Sec-WebSocket-Protocol") is None, \
+            "server selected a subprotocol the echo endpoint does not speak"
+        echo_roundtrip(c, OP_TEXT, b"no subprotocol")
+        c.close_handshake(1000)
+
+
+def test_permessage_deflate_offer_not_negotiated_and_rsv1_rejected(srv):
+    with connect(srv.port, headers=[("Sec-WebSocket-Extensions",
+                                     "permessage-deflate; client_max_window_bits, x-webkit-deflate-frame")]) as c:
+        # connect() already asserted there is no Sec-WebSocket-Extensions in the 101.
+        echo_roundtrip(c, OP_TEXT, b"uncompressed")
+        c.send_frame(OP_TEXT, b"\xf2H\xcd\xc9\xc9\x07\x00", rsv=4)  # "Hello" deflated, as if negotiated
+        c.expect_close(1002)
+
+
+# ------------------------------------------- failing closes the TCP connection
+def test_server_closes_tcp_after_failing_even_if_client_never_answers(srv):
+    with connect(srv.port) as c:
+        c.auto_pong = False
+        c.send_frame(OP_TEXT, b"x", rsv=1)
+        c.expect_close(1002, reply=False)
+        assert c.is_closed_within(10.0), "server kept the TCP connection open after failing it"
+
+
+def test_server_closes_tcp_after_close_even_if_client_stops_reading(srv):
+    # The client sends close and then goes quiet: the server's close reply and
+    # TCP close must not depend on the client doing anything more.
+    with connect(srv.port) as c:
+        c.send_close(1000, ignore_errors=False)
+        assert c.is_closed_within(10.0)
+
+
+# ------------------------------------------------------------ pipelining
+def test_thousand_pipelined_pings_all_answered(srv):
+    payloads = [b"%04d" % i for i in range(1000)]
+    with connect(srv.port) as c:
+        c.send(b"".join(build_frame(OP_PING, p) for p in payloads))
+        got = [c.recv_frame() for _ in payloads]
+        assert [(f.opcode, f.payload) for f in got] == [(OP_PONG, p) for p in payloads]
+        c.close_handshake(1000)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_random_stream_random_splits(srv, seed):
+    """A seeded mix of messages (single-frame and fragmented, text with
+    multi-byte characters and binary) and pings, cut at random points."""
+    rnd = random.Random(seed)
+    stream = bytearray()
+    expected: list[tuple[int, bytes]] = []
+    pongs: list[bytes] = []
+    pieces = ["a", "\u00fc", "\u20ac", "\U0001f600", " "]
+    for i in range(60):
+        kind = rnd.choice(["text", "binary", "ping"])
+        if kind == "ping":
+            p = rnd.randbytes(rnd.randint(0, 125))
+            stream += build_frame(OP_PING, p)
+            pongs.append(p)
+            continue
+        if kind == "text":
+            data = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 400))).encode()
+            op = OP_TEXT
+        else:
+            data = rnd.randbytes(rnd.choice([0, 1, 125, 126, 1000, 70000 // 2]))
+            op = OP_BINARY
+        cuts = sorted(rnd.sample(range(1, len(data)), min(len(data) - 1, rnd.randint(0, 4)))) if len(data) > 1 else []
+        parts = [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]
+        for j, part in enumerate(parts):
+            stream += build_frame(op if j == 0 else OP_CONT, part, fin=(j == len(parts) - 1))
+            if rnd.random() < 0.2 and j < len(parts) - 1:
+                p = b"mid%d" % i
+                stream += build_frame(OP_PING, p)
+                pongs.append(p)
+        expected.append((op, data))
+    splits = sorted(rnd.sample(range(1, len(stream)), 200))
+    sizes = [b - a for a, b in zip([0] + splits, splits + [len(stream)])]
+    with connect(srv.port) as c:
+        c.send(bytes(stream), chunks=sizes)
+        got_msgs: list[tuple[int, bytes]] = []
+        got_pongs: list[bytes] = []
+        current: tuple[int, bytearray] | None = None  # the server may fragment its echo
+        while len(got_msgs) < len(expected) or len(got_pongs) < len(pongs):
+            f = c.recv_frame()
+            if f.opcode == OP_PONG:
+                got_pongs.append(f.payload)
+                continue
+            if current is None:
+                assert f.opcode in (OP_TEXT, OP_BINARY), f"seed {seed}: unexpected {f!r}"
+                current = (f.opcode, bytearray())
+            else:
+                assert f.opcode == OP_CONT, f"seed {seed}: unexpected {f!r}"
+            current[1].extend(f.payload)
+            if f.fin:
+                got_msgs.append((current[0], bytes(current[1])))
+                current = None
+        assert got_pongs == pongs, f"seed {seed}"
+        assert len(got_msgs) == len(expected)
+        for k, (g, e) in enumerate(zip(got_msgs, expected)):
+            assert g == e, f"seed {seed}: message {k} differs"
+        c.close_handshake(1000)
