@@ -136,6 +136,19 @@ async def test_websockets_too_big_closed_1009(echo_relay):
         assert info.value.rcvd is not None and info.value.rcvd.code == 1009
 
 
+async def test_websockets_many_concurrent_clients(echo_relay):
+    async def one(i: int) -> None:
+        async with client(echo_relay.ws + "/v1/echo") as ws:
+            for j in range(20):
+                msg = os.urandom((i * 37 + j * 101) % 4000) if j % 2 else text_of((i * 13 + j) % 3000)
+                await ws.send(msg)
+                assert await ws.recv() == msg, f"client {i} message {j}"
+            await ws.close(1000)
+            assert ws.protocol.close_rcvd is not None and ws.protocol.close_rcvd.code == 1000
+
+    await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(100))), 60)
+
+
 # ------------------------------------------------------------- Node `ws`
 NODE = shutil.which("node") or shutil.which("nodejs")
 
@@ -334,3 +347,80 @@ async def test_sigterm_websockets_client_sees_1001(relay_factory):
         assert info.value.rcvd is not None and info.value.rcvd.code == 1001
     rc = await asyncio.to_thread(relay.proc.wait, 12)
     assert rc == 0
+
+
+def test_v1_ws_offer_split_over_header_lines(relay):
+    # RFC 6455 §4.1 / RFC 9110 §5.3: the offer may come as several header lines.
+    with wsraw.connect(relay.port, "/v1/ws", headers=[("Sec-WebSocket-Protocol", "foo"),
+                                                      ("Sec-WebSocket-Protocol", "relay.v1")]) as c:
+        assert c.handshake_response.header("Sec-WebSocket-Protocol") == "relay.v1"
+        c.close_handshake(1000)
+
+
+# ---------------------------------------------- /v1/ws frame-layer rules (§1)
+def v1_ws(relay) -> RawClient:
+    return wsraw.connect(relay.port, "/v1/ws", protocols=["relay.v1"])
+
+
+def test_v1_ws_binary_message_closed_1003(relay):
+    with v1_ws(relay) as c:
+        c.send_binary(b'{"type":"hello"}')
+        c.expect_close(1003)
+
+
+def test_v1_ws_fragmented_hello_reassembled(relay):
+    hello = json.dumps({"type": "hello", "id": "h1", "dev": {"uid": "frag-user", "name": "Fr\u00e4g"}}).encode()
+    with v1_ws(relay) as c:
+        parts = [hello[:5], hello[5:30], hello[30:]]
+        for i, p in enumerate(parts):
+            c.send_frame(OP_TEXT if i == 0 else wsraw.OP_CONT, p, fin=(i == len(parts) - 1))
+        op, data = c.recv_message()
+        assert op == OP_TEXT
+        msg = json.loads(data)
+        assert msg.get("type") == "welcome", msg
+        c.close_handshake(1000)
+
+
+def test_v1_ws_invalid_utf8_closed_1007(relay):
+    with v1_ws(relay) as c:
+        c.send_text(b'{"type":"hello","x":"\xed\xa0\x80"}')
+        c.expect_close(1007)
+
+
+def test_v1_ws_message_over_max_closed_1009(relay):
+    with v1_ws(relay) as c:
+        c.send_text(b'{"type":"hello","pad":"' + b"p" * 70000 + b'"}', ignore_errors=True)
+        c.expect_close(1009)
+
+
+def test_v1_ws_unmasked_closed_1002(relay):
+    with v1_ws(relay) as c:
+        c.send_text(b'{"type":"hello"}', mask=False)
+        c.expect_close(1002)
+
+
+def test_v1_ws_no_hello_closed_4501(relay_factory):
+    relay = relay_factory("--hello-timeout", "1000")
+    with v1_ws(relay) as c:
+        t0 = time.monotonic()
+        c.expect_close(4501, timeout=5.0)
+        assert time.monotonic() - t0 > 0.5
+
+
+# ----------------------------------------- shutdown with unfinished HTTP heads
+def test_sigterm_with_half_sent_http_head_exits_within_drain_timeout(relay_factory):
+    relay = relay_factory("--echo", "--drain-timeout", "2000")
+    half = RawClient(relay.port)
+    ws = wsraw.connect(relay.port)
+    with half, ws:
+        half.send(b"GET /v1/echo HTTP/1.1\r\nHost: x\r\nUpgr")
+        t0 = time.monotonic()
+        relay.proc.send_signal(signal.SIGTERM)
+        ws.expect_close(1001, timeout=5.0)
+        try:
+            rc = relay.proc.wait(timeout=2.0 + 3.0)
+        except subprocess.TimeoutExpired:
+            pytest.fail("relay still running 5 s after SIGTERM with --drain-timeout 2000 (a half-sent HTTP head held it)")
+        assert rc == 0
+        assert time.monotonic() - t0 < 2.0 + 1.5
+        assert half.is_closed_within(2.0)
