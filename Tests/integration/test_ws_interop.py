@@ -237,6 +237,63 @@ def test_slow_reader_dropped_while_others_served(relay_factory):
     assert relay.proc.poll() is None
 
 
+def relay_holds_connection_from(relay, peer_port: int) -> bool:
+    """Does the relay process still own the socket of the connection from
+    127.0.0.1:peer_port? (/proc/net/tcp gives the socket inode; the relay's fds
+    name the inodes it holds.)"""
+    inodes = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            local_port = int(cols[1].split(":")[1], 16)
+            remote_port = int(cols[2].split(":")[1], 16)
+            if local_port == relay.port and remote_port == peer_port and cols[9] != "0":
+                inodes.add(f"socket:[{cols[9]}]")
+    fd_dir = f"/proc/{relay.proc.pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            if os.readlink(os.path.join(fd_dir, fd)) in inodes:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def wait_released(relay, peer_port: int, timeout: float) -> bool:
+    """Poll until the relay lets go of the connection (no event exists for this)."""
+    deadline = time.monotonic() + timeout
+    while relay_holds_connection_from(relay, peer_port):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_slow_reader_that_never_reads_is_released(relay_factory):
+    """The dropped slow reader never reads a byte, never answers the close and
+    keeps its socket open: the relay must still free the connection (its
+    socket) within a bounded time while serving others."""
+    relay = relay_factory("--echo", "--max-outbound-bytes", "262144")
+    fast = wsraw.connect(relay.port)
+    slow = RawClient(relay.port, rcvbuf=4096)
+    with slow, fast:
+        slow.handshake("/v1/echo")
+        slow_port = slow.sock.getsockname()[1]
+        assert relay_holds_connection_from(relay, slow_port)
+        frame = build_frame(OP_BINARY, os.urandom(65536))
+        for i in range(SLOW_MESSAGES):
+            if not slow.send(frame, ignore_errors=True):
+                break
+            fast.send_text(b"f%d" % i)
+            assert fast.recv_message(timeout=2.0) == (OP_TEXT, b"f%d" % i)
+        assert wait_released(relay, slow_port, 15.0), "relay still holds the dropped slow reader's socket after 15 s"
+        assert relay_holds_connection_from(relay, fast.sock.getsockname()[1])
+        fast.send_text("after release")
+        assert fast.recv_message(timeout=2.0) == (OP_TEXT, b"after release")
+        fast.close_handshake(1000)
+
+
 # -------------------------------------------- /v1/ws subprotocol and version
 @pytest.mark.parametrize("offer", [["relay.v1"], ["foo", "relay.v1"], ["relay.v1", "bar"]], ids=lambda o: ",".join(o))
 def test_v1_ws_selects_relay_v1(relay, offer):
@@ -334,6 +391,28 @@ def test_sigterm_exits_within_drain_timeout_when_client_never_answers(relay_fact
         assert rc == 0, f"exit code {rc}"
         assert elapsed < 2.0 + 1.5, f"exit took {elapsed:.1f}s with --drain-timeout 2000"
         assert c.is_closed_within(2.0), "socket still open after the relay exited"
+
+
+def test_sigterm_exit_not_held_by_finished_connections(relay_factory):
+    """Connections whose close handshake is complete (the client merely keeps
+    its socket open) must not hold the exit past --drain-timeout."""
+    relay = relay_factory("--echo", "--drain-timeout", "500")
+    done = [wsraw.connect(relay.port) for _ in range(3)]
+    try:
+        for c in done:
+            c.close_handshake(1000)  # server answered and half-closed; we keep our end open
+        t0 = time.monotonic()
+        relay.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = relay.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pytest.fail("relay still running 5 s after SIGTERM with --drain-timeout 500")
+        elapsed = time.monotonic() - t0
+        assert rc == 0
+        assert elapsed < 0.5 + 0.5, f"exit took {elapsed:.2f}s after SIGTERM with --drain-timeout 500"
+    finally:
+        for c in done:
+            c.close()
 
 
 async def test_sigterm_websockets_client_sees_1001(relay_factory):
