@@ -92,6 +92,20 @@ def test_garbage_request_400_and_close(srv, name):
     expect_error_and_close(srv, GARBAGE[name], (400,))
 
 
+@pytest.mark.parametrize("data", [
+    b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + bytes(range(64)),  # TLS ClientHello, no CRLF anywhere
+    b"\x00\x01\x02\x03",
+    b"GE\x01T / HTTP/1.1\r\n",
+], ids=["tls_hello_no_crlf", "binary_no_crlf", "ctl_in_method"])
+def test_garbage_answered_without_waiting_for_head_end(srv, data):
+    # Bytes that can never start a request line: 400 at once, not after the
+    # head timeout.
+    t0 = time.monotonic()
+    resp = expect_error_and_close(srv, data, (400,))
+    assert resp.status == 400
+    assert time.monotonic() - t0 < 5.0
+
+
 def test_garbage_then_many_fresh_clients(srv):
     for name in ("binary_then_request", "tls_client_hello", "random_bytes"):
         resp, c = send_raw(srv, GARBAGE[name])
@@ -323,3 +337,12 @@ def test_reset_mid_head(srv):
         c.sock.setsockopt(_s.SOL_SOCKET, _s.SO_LINGER, struct.pack("ii", 1, 0))  # close → RST
         c.close()
     assert_serving(srv)
+
+
+def test_query_string_does_not_change_route(srv):
+    # The route is the path; a query (e.g. a browser's token) does not make it unknown.
+    assert wsraw.http_get(srv.port, "/healthz?probe=1").status == 200
+    with wsraw.connect(srv.port, "/v1/echo?client=test&x=%20y") as c:
+        c.send_text("query ok")
+        assert c.recv_message() == (OP_TEXT, b"query ok")
+        c.close_handshake(1000)

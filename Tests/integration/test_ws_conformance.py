@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import socket
 import time
 
 import pytest
@@ -20,6 +21,7 @@ from wsraw import (
     OP_PING,
     OP_PONG,
     OP_TEXT,
+    ConnectionClosed,
     RawClient,
     ReadTimeout,
     build_frame,
@@ -779,3 +781,26 @@ def test_random_stream_random_splits(srv, seed):
         for k, (g, e) in enumerate(zip(got_msgs, expected)):
             assert g == e, f"seed {seed}: message {k} differs"
         c.close_handshake(1000)
+
+
+# ------------------------------------------------- TCP end without a close frame
+@pytest.mark.parametrize("where", ["idle", "mid_frame", "mid_fragmented_message"])
+def test_tcp_eof_without_close_frame_is_closed(srv, where):
+    """The client half-closes TCP without a close frame (RFC 6455 §7.1.5: 1006
+    on the server's side): the server must close its end too, not hang on."""
+    with connect(srv.port) as c:
+        if where == "mid_frame":
+            c.send(build_frame(OP_TEXT, b"never completed payload")[:10])
+        elif where == "mid_fragmented_message":
+            c.send_frame(OP_TEXT, b"first part", fin=False)
+        c.sock.shutdown(socket.SHUT_WR)
+        # A close frame may come first (not required after an abnormal end); then TCP closes.
+        deadline = time.monotonic() + 5.0
+        while True:
+            try:
+                f = c.recv_frame(max(0.1, deadline - time.monotonic()))
+            except ConnectionClosed:
+                break
+            except ReadTimeout:
+                raise AssertionError("server did not close its end within 5 s of the client's EOF") from None
+            assert f.opcode == OP_CLOSE, f"unexpected frame after client EOF: {f!r}"
