@@ -270,6 +270,15 @@ def test_fragmented_message_echoed_whole(srv, opcode, n):
         c.close_handshake(1000)
 
 
+def test_five_thousand_one_byte_fragments(srv):
+    payload = text_payload(5000, seed=3)
+    with connect(srv.port) as c:
+        c.send(b"".join(build_frame(OP_TEXT if i == 0 else OP_CONT, payload[i:i + 1], fin=(i == 4999))
+                        for i in range(5000)))
+        assert c.recv_message() == (OP_TEXT, payload)
+        c.close_handshake(1000)
+
+
 def test_fragmented_message_up_to_max_accepted(srv):
     payload = os.urandom(MAX_DEFAULT)
     with connect(srv.port) as c:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import shutil
@@ -31,12 +32,17 @@ BIG_LIMIT = 2 * 1024 * 1024
 STEP_S = 10.0  # bound on one client operation
 
 
+# `proxy` (websockets ≥ 15) would otherwise pick up a proxy from the environment.
+_NO_PROXY = {"proxy": None} if "proxy" in inspect.signature(ws_connect.__init__).parameters else {}
+
+
 def client(url: str, **kw):
+    kw.update(_NO_PROXY)
     kw.setdefault("max_size", 4 * 1024 * 1024)
     kw.setdefault("open_timeout", STEP_S)
     kw.setdefault("close_timeout", STEP_S)
     kw.setdefault("ping_interval", None)
-    return ws_connect(url, proxy=None, **kw)
+    return ws_connect(url, **kw)
 
 
 @pytest.fixture
