@@ -243,6 +243,23 @@ def test_slow_reader_dropped_while_others_served(relay_factory):
     assert relay.proc.poll() is None
 
 
+def test_prompt_reader_is_not_a_slow_consumer(relay_factory):
+    """The cap is on bytes *queued* (not yet taken by the kernel): a client that
+    reads everything at once must never be closed with 4008, even when one echo
+    frame (65 536 + 4 header bytes) is larger than --max-outbound-bytes."""
+    relay = relay_factory("--echo", "--max-outbound-bytes", "65536")
+    with wsraw.connect(relay.port) as c:
+        for _ in range(5):
+            data = os.urandom(65536)
+            c.send_binary(data)
+            try:
+                got = c.recv_message(timeout=5.0)
+            except wsraw.UnexpectedFrame as e:
+                pytest.fail(f"prompt reader closed: {e}")
+            assert got == (OP_BINARY, data)
+        c.close_handshake(1000)
+
+
 def relay_holds_connection_from(relay, peer_port: int) -> bool:
     """Does the relay process still own the socket of the connection from
     127.0.0.1:peer_port? (/proc/net/tcp gives the socket inode; the relay's fds
