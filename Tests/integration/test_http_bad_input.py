@@ -106,6 +106,10 @@ def test_garbage_answered_without_waiting_for_head_end(srv, data):
     assert time.monotonic() - t0 < 5.0
 
 
+def test_http2_prior_knowledge_preface_refused(srv):
+    expect_error_and_close(srv, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", (400, 505))
+
+
 def test_garbage_then_many_fresh_clients(srv):
     for name in ("binary_then_request", "tls_client_hello", "random_bytes"):
         resp, c = send_raw(srv, GARBAGE[name])

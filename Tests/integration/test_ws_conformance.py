@@ -715,7 +715,7 @@ def test_server_closes_tcp_after_failing_even_if_client_never_answers(srv):
         assert c.is_closed_within(10.0), "server kept the TCP connection open after failing it"
 
 
-def test_server_closes_tcp_after_close_even_if_client_stops_reading(srv):
+def test_server_closes_tcp_after_close_even_if_client_sends_nothing_more(srv):
     # The client sends close and then goes quiet: the server's close reply and
     # TCP close must not depend on the client doing anything more.
     with connect(srv.port) as c:
