@@ -350,3 +350,18 @@ def test_query_string_does_not_change_route(srv):
         c.send_text("query ok")
         assert c.recv_message() == (OP_TEXT, b"query ok")
         c.close_handshake(1000)
+
+
+def test_header_names_case_insensitive(srv):
+    # RFC 9110 §5.1: field names are case-insensitive.
+    key = base64.b64encode(os.urandom(16)).decode()
+    req = (f"GET /v1/echo HTTP/1.1\r\nhost: 127.0.0.1\r\nUPGRADE: websocket\r\nconnection: Upgrade\r\n"
+           f"sec-websocket-key: {key}\r\nSEC-WEBSOCKET-VERSION: 13\r\n\r\n").encode()
+    with RawClient(srv.port) as c:
+        c.send(req)
+        resp = c.read_http_response()
+        assert resp.status == 101, resp.raw_head
+        assert resp.header("Sec-WebSocket-Accept") == wsraw.accept_key(key)
+        c.send_text("lower")
+        assert c.recv_message() == (OP_TEXT, b"lower")
+        c.close_handshake(1000)
