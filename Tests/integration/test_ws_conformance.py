@@ -813,3 +813,56 @@ def test_tcp_eof_without_close_frame_is_closed(srv, where):
             except ReadTimeout:
                 raise AssertionError("server did not close its end within 5 s of the client's EOF") from None
             assert f.opcode == OP_CLOSE, f"unexpected frame after client EOF: {f!r}"
+
+
+# ------------------------------------------------------------------ fuzzing
+def valid_close_code(code: int | None) -> bool:
+    return code is None or code in (1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011) or 3000 <= code <= 4999
+
+
+def random_frame(rnd: random.Random) -> bytes:
+    """Mostly plausible frames with one thing wrong now and then."""
+    opcode = rnd.choice([OP_TEXT, OP_BINARY, OP_CONT, OP_PING, OP_PONG, OP_CLOSE] * 3 + list(range(16)))
+    n = rnd.choice([0, 1, 2, 5, 125, 126, 127, 1000, 70000])
+    if opcode == OP_TEXT and rnd.random() < 0.7:
+        payload = "".join(rnd.choice("ab\u00fc\u20ac\U0001f600") for _ in range(n // 3 + 1)).encode()[:n]
+    else:
+        payload = rnd.randbytes(n)
+    if opcode == OP_CLOSE and rnd.random() < 0.5:
+        payload = close_payload(rnd.choice([1000, 1001, 3000, 1005, 999, 4999, 5000]), b"r")
+    kw = dict(fin=rnd.random() < 0.8, rsv=rnd.choice([0] * 8 + [1, 2, 4]), mask=rnd.random() < 0.95,
+              length_bytes=rnd.choice([None] * 6 + [2, 8]))
+    if kw["length_bytes"] == 2 and len(payload) > 0xFFFF:
+        kw["length_bytes"] = 8
+    if kw["length_bytes"] is None or (kw["length_bytes"] == 0 and len(payload) > 125):
+        kw["length_bytes"] = None
+    if rnd.random() < 0.05:  # a lying length; the stream then ends short
+        kw["declared_length"] = rnd.choice([len(payload) + 10, (1 << 63) + 1, (1 << 32)])
+        kw["length_bytes"] = 8
+    return build_frame(opcode, payload, **kw)
+
+
+def fuzz_case(port: int, seed: int) -> str:
+    rnd = random.Random(seed)
+    stream = b"".join(random_frame(rnd) for _ in range(rnd.randint(1, 5)))
+    with connect(port) as c:
+        c.auto_pong = False
+        c.send(stream, chunks=rnd.choice([None, 1, 7, 1000]) if len(stream) < 5000 else None, ignore_errors=True)
+        deadline = time.monotonic() + 1.0
+        while True:
+            try:
+                f = c.recv_frame(max(0.05, deadline - time.monotonic()))
+            except (ReadTimeout, ConnectionClosed):
+                return "open" if not c.eof else "tcp"
+            if f.opcode == OP_CLOSE:
+                assert valid_close_code(f.close_code), f"seed {seed}: server sent close code {f.close_code}"
+                return f"close {f.close_code}"
+
+
+def test_fuzz_random_frames_never_break_the_server(srv):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        outcomes = list(pool.map(lambda s: fuzz_case(srv.port, s), range(1000)))
+    assert srv.proc.poll() is None, "relay died under fuzzed frames"
+    print({o: outcomes.count(o) for o in set(outcomes)})
