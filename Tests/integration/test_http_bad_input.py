@@ -242,6 +242,12 @@ def test_missing_host_400(srv):
     expect_status_not_upgraded(srv, upgrade_request(srv.port, drop=("Host",)), (400,))
 
 
+def test_duplicate_host_400(srv):
+    # RFC 9112 §3.2: more than one Host field line → the server MUST answer 400.
+    req = upgrade_request(srv.port, extra=[("Host", "other.example:80")])
+    expect_status_not_upgraded(srv, req, (400,))
+
+
 @pytest.mark.parametrize("drop,extra", [
     (("Upgrade",), []),
     (("Connection",), []),
@@ -365,3 +371,52 @@ def test_header_names_case_insensitive(srv):
         c.send_text("lower")
         assert c.recv_message() == (OP_TEXT, b"lower")
         c.close_handshake(1000)
+
+
+# ------------------------------------------------------------------ fuzzing
+def mutated_request(port: int, seed: int) -> bytes:
+    import random
+
+    rnd = random.Random(seed)
+    data = bytearray(upgrade_request(port, rnd.choice(["/v1/echo", "/v1/ws", "/healthz", "/x"])))
+    for _ in range(rnd.randint(1, 6)):
+        op = rnd.choice(["flip", "insert", "delete", "dup"])
+        i = rnd.randrange(len(data))
+        if op == "flip":
+            data[i] = rnd.randrange(256)
+        elif op == "insert":
+            data[i:i] = rnd.choice([b"\r", b"\n", b"\r\n", b":", b" ", b"\x00", b"\xff", b"X" * 300])
+        elif op == "delete":
+            del data[i:i + rnd.randint(1, 10)]
+        else:
+            j = rnd.randrange(len(data))
+            data[i:i] = data[min(i, j):max(i, j)][:2000]
+    if not data.endswith(b"\r\n\r\n"):
+        data += b"\r\n\r\n"
+    return bytes(data)
+
+
+def http_fuzz_case(port: int, seed: int) -> str:
+    data = mutated_request(port, seed)
+    with RawClient(port, timeout=3.0) as c:
+        c.send(data, ignore_errors=True)
+        try:
+            resp = c.read_http_response(timeout=3.0)
+        except wsraw.ConnectionClosed:
+            return "tcp"
+        except wsraw.ReadTimeout:
+            return "waiting"  # e.g. a Content-Length the mutation invented; the head timeout ends it
+        assert 100 <= resp.status <= 599, f"seed {seed}: status {resp.status}"
+        if resp.status == 101:
+            c.send_close(1000)
+        return str(resp.status)
+
+
+def test_fuzz_mutated_heads_never_break_the_server(srv):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        outcomes = list(pool.map(lambda s: http_fuzz_case(srv.port, s), range(600)))
+    assert srv.proc.poll() is None, "relay died under mutated request heads"
+    print({o: outcomes.count(o) for o in sorted(set(outcomes))})
+    assert_serving(srv)
