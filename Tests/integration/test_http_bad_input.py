@@ -242,10 +242,14 @@ def test_missing_host_400(srv):
     expect_status_not_upgraded(srv, upgrade_request(srv.port, drop=("Host",)), (400,))
 
 
-def test_duplicate_host_400(srv):
+def test_duplicate_host_upgrade_400(srv):
     # RFC 9112 §3.2: more than one Host field line → the server MUST answer 400.
     req = upgrade_request(srv.port, extra=[("Host", "other.example:80")])
     expect_status_not_upgraded(srv, req, (400,))
+
+
+def test_duplicate_host_plain_get_400(srv):
+    expect_status_not_upgraded(srv, b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n", (400,))
 
 
 @pytest.mark.parametrize("drop,extra", [
