@@ -248,6 +248,11 @@ def test_duplicate_host_upgrade_400(srv):
     expect_status_not_upgraded(srv, req, (400,))
 
 
+def test_missing_host_plain_get_400(srv):
+    # RFC 9112 §3.2: an HTTP/1.1 request without Host → the server MUST answer 400.
+    expect_status_not_upgraded(srv, b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", (400,))
+
+
 def test_duplicate_host_plain_get_400(srv):
     expect_status_not_upgraded(srv, b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n", (400,))
 
