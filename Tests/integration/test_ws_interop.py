@@ -212,7 +212,7 @@ def test_slow_reader_dropped_while_others_served(relay_factory):
             # The other client is served promptly throughout.
             t0 = time.monotonic()
             fast.send_text(b"fast %d" % i)
-            assert fast.recv_message(timeout=2.0) == (OP_TEXT, b"fast %d" % i)
+            assert fast.recv_message(timeout=1.0) == (OP_TEXT, b"fast %d" % i)
             worst = max(worst, time.monotonic() - t0)
         # Drain the slow client: the stream must end with close 4008 or a TCP close.
         outcome = None
@@ -236,7 +236,7 @@ def test_slow_reader_dropped_while_others_served(relay_factory):
         # Still serving the fast client after the drop.
         fast.send_text("after drop")
         assert fast.recv_message(timeout=2.0) == (OP_TEXT, b"after drop")
-        assert worst < 2.0
+        assert worst < 1.0, f"fast client waited {worst:.2f}s for an echo"
         fast.close_handshake(1000)
         print(f"slow reader: sent {sent} messages, send_failed={send_failed}, outcome={outcome}, "
               f"worst fast echo {worst * 1000:.1f} ms")
