@@ -9,25 +9,35 @@ struct PendingWrite {
 extension TCPConnection {
   /// Queues `buffer` (by reference: fan-out enqueues one buffer to many connections).
   ///
-  /// Nothing is written immediately: the loop's cork flushes every connection written
-  /// during a turn once, gathering its queue into one `uv_try_write` (uWebSockets'
-  /// cork). Returns false and queues nothing when the connection is closing or shutting
-  /// down, or when `queuedBytes + buffer.count` would exceed `maxOutboundBytes`; the
-  /// caller then treats the peer as a slow consumer and closes it.
+  /// Normally nothing is written immediately: the loop's cork flushes every connection
+  /// written during a turn once, gathering its queue into one `uv_try_write`
+  /// (uWebSockets' cork). The cap applies to bytes the kernel has not taken: when
+  /// this buffer would take the queue over `maxOutboundBytes`, the queue is offered
+  /// to the kernel at once (try-write first) and only what it refuses counts, so a
+  /// reader that keeps up is never mistaken for a slow one, whatever the frame size.
+  ///
+  /// Returns false when the connection is closing or shutting down (nothing queued),
+  /// or when the queue is still over the cap after that attempt: the buffer then
+  /// stays queued, so frame boundaries are intact, and the caller treats the peer as
+  /// a slow consumer (`discardUnsent()`, then a close).
   @discardableResult
   public func write(_ buffer: OutboundBuffer) -> Bool {
-    guard state == .open, buffer.count <= outboundByteLimit - queuedByteCount else { return false }
+    guard state == .open else { return false }
     guard buffer.count > 0 else { return true }
     pending.append(PendingWrite(buffer: buffer, offset: 0))
     queuedByteCount += buffer.count
-    markDirty()
-    return true
+    guard queuedByteCount > outboundByteLimit else {
+      markDirty()
+      return true
+    }
+    flushPending()
+    return state == .open && queuedByteCount <= outboundByteLimit
   }
 
   /// Copies `bytes` into a new `OutboundBuffer` and queues it; see `write(_: OutboundBuffer)`.
   @discardableResult
   public func write(_ bytes: [UInt8]) -> Bool {
-    guard state == .open, bytes.count <= outboundByteLimit - queuedByteCount else { return false }
+    guard state == .open else { return false }
     return write(OutboundBuffer(bytes: bytes))
   }
 

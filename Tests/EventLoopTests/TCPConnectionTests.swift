@@ -187,21 +187,47 @@ struct TCPConnectionTests {
     #expect(refusedWithQueued <= limit)
   }
 
-  @Test("write returns false once queued bytes would exceed the cap within one turn")
-  func capIsCheckedAtEnqueue() {
+  @Test("over the cap, write tries the kernel first: a reader that keeps up is not refused")
+  func capCountsOnlyWhatTheKernelRefuses() {
     let fixture = LoopFixture()
     fixture.connectedPair { server, client in
       server.maxOutboundBytes = 1_000
       #expect(server.write([UInt8](repeating: 1, count: 600)))
-      #expect(!server.write([UInt8](repeating: 2, count: 401)))
-      #expect(server.write([UInt8](repeating: 3, count: 400)))
-      #expect(server.queuedBytes == 1_000)
-      #expect(!server.write([4]))
+      #expect(server.queuedBytes == 600)  // corked: nothing written yet this turn
+      // Over the cap: offered to the kernel now, which takes it all.
+      #expect(server.write([UInt8](repeating: 2, count: 5_000)))
+      #expect(server.queuedBytes == 0)
       server.close()
       client.close()
     }
     fixture.runAndClose()
   }
+
+  @Test("a refused write keeps frame boundaries: discardUnsent drops only untouched buffers")
+  func refusedWriteThenDiscard() {
+    let fixture = LoopFixture(timeoutMs: 10_000)
+    var refused = false
+    var beforeRefusedWrite = -1
+    var afterDiscard = -1
+    fixture.connectedPair { server, client in
+      client.stopReading()
+      server.maxOutboundBytes = 64 * 1024
+      let chunk = OutboundBuffer(bytes: patternBytes(count: 16 * 1024))
+      for _ in 0..<8_192 where !refused {
+        beforeRefusedWrite = server.queuedBytes
+        refused = !server.write(chunk)
+      }
+      // What the kernel already started on stays; the refused buffer goes.
+      #expect(server.discardUnsent() == chunk.count)
+      afterDiscard = server.queuedBytes
+      server.close()
+      client.close()
+    }
+    fixture.runAndClose()
+    #expect(refused)
+    #expect(afterDiscard == beforeRefusedWrite)
+  }
+
 
   @Test("reset(): the peer's read fails with ECONNRESET")
   func resetIsSeenAsConnectionReset() {
