@@ -84,10 +84,6 @@ extension RelayServer {
     for (k, v) in s.errorsByCode.sorted(by: { $0.key < $1.key }) {
       metrics.mirror("relay_errors", labels: [("code", k)], Int(v))
     }
-  }
-
-  /// Call actions over HTTP (contract §9); they land with the ringing work.
-  func routeCalls(_ conn: ServerConnection, _ head: HTTPRequestHead, _ parts: [String], body: [UInt8]) {
-    respond(conn, status: 404, body: Array("not found".utf8))
+    refreshCallMetrics()
   }
 }

@@ -28,6 +28,8 @@ public final class RelayServer {
   private var websocketCount = 0
   private var drainStartedMs: Int64 = 0
   private let wallOffsetMs: Int64
+  /// `--webhook-url` deliveries (contract §11); nil when not configured.
+  var webhookClient: WebhookClient?
 
   public init(config: ServerConfig, logger: Logger, verifyToken: @escaping (String, Int64) -> Identity?) {
     self.config = config
@@ -47,6 +49,7 @@ public final class RelayServer {
     try l.listen { [unowned self] tcp in self.accept(tcp) }
     listener = l
     boundPort = l.port
+    webhookClient = makeWebhookClient()
     coreTimer = EventLoop.Timer(loop: loop)
     let sweep = EventLoop.Timer(loop: loop)
     sweep.start(afterMs: 250, repeatMs: 250) { [unowned self] in self.sweep() }
@@ -315,8 +318,11 @@ public final class RelayServer {
     }
   }
 
-  /// Webhook delivery hook; the HTTP client lands with the ringing work.
-  func webhook(event: String, body: Payload) {}
+  /// Contract §11: hands the event to the non-blocking webhook client (Webhook.swift);
+  /// without `--webhook-url` it is dropped.
+  func webhook(event: String, body: Payload) {
+    webhookClient?.enqueue(event: event, body: body)
+  }
 
   private func armCoreTimer() {
     guard let timer = coreTimer else { return }
@@ -382,6 +388,7 @@ public final class RelayServer {
     }
     coreTimer?.close()
     coreTimer = nil
+    webhookClient?.close()
     sweepTimer?.close()
     sweepTimer = nil
     for s in signals { s.close() }
