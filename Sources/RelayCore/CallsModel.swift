@@ -183,7 +183,7 @@ struct CallBook {
   var calls: [String: Call] = [:]
   /// Calls not yet over, by party uid (caller and every callee), in creation order:
   /// busy checks, delivery on `hello`, and the §5 timed-out rules look here.
-  var live: [String: [String]] = [:]
+  var live: [String: [Call]] = [:]
   /// §9: monotonic ms of each user's `call.initiate` within the last 60 000 ms.
   var initiateWindows: [String: [Int64]] = [:]
   var stats = CallStats()
@@ -192,19 +192,17 @@ struct CallBook {
   static let initiateWindowMs: Int64 = 60_000
 
   mutating func index(_ call: Call) {
-    live[call.caller.uid, default: []].append(call.id)
-    for uid in call.to { live[uid, default: []].append(call.id) }
+    live[call.caller.uid, default: []].append(call)
+    for uid in call.to { live[uid, default: []].append(call) }
   }
 
   mutating func unindex(_ call: Call) {
     for uid in [call.caller.uid] + call.to {
-      live[uid]?.removeAll { $0 == call.id }
+      live[uid]?.removeAll { $0 === call }
       if live[uid]?.isEmpty == true { live[uid] = nil }
     }
   }
 
   /// Live calls of `uid`, in creation order.
-  func liveCalls(of uid: String) -> [Call] {
-    (live[uid] ?? []).compactMap { calls[$0] }
-  }
+  func liveCalls(of uid: String) -> [Call] { live[uid] ?? [] }
 }

@@ -101,7 +101,8 @@ final class WebhookAttempt {
   /// `HTTP/1.x NNN …` once the status line is complete.
   static func statusCode(_ bytes: [UInt8]) -> Int? {
     guard let end = bytes.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
-    let line = String(decoding: bytes[..<end], as: UTF8.self)
+    var line = Substring(String(decoding: bytes[..<end], as: UTF8.self))
+    if line.last == "\r" { line = line.dropLast() }
     let parts = line.split(separator: " ", maxSplits: 2)
     guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].count == 3, let code = Int(parts[1]) else { return nil }
     return code

@@ -166,7 +166,7 @@ final class CallWorld {
     let callees = call.callees.map {
       "\($0.uid)=\($0.state.rawValue) dev=\($0.devices) done=\($0.done) by=\(String(describing: $0.acceptedBy))"
     }
-    return "\(call.stateName) \(callees) ended=\(String(describing: call.endedBy)) live=\(t.h.core.calls.live)"
+    return "\(call.stateName) \(callees) ended=\(String(describing: call.endedBy)) live=\(t.h.core.calls.live.mapValues { $0.map(\.id) })"
   }
 }
 
