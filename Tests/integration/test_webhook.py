@@ -168,18 +168,18 @@ async def test_gives_up_after_the_bound(relay_factory, receiver_factory):
     assert metric(relay, "relay_webhook_retried_total") == 3
 
 
-async def fanout_latency(relay, members: list[Client], rounds: int) -> float:
-    """Worst time from hand.raise to the last member seeing hand.raised."""
-    worst = 0.0
+async def fanout_latencies(members: list[Client], rounds: int) -> list[float]:
+    """Per round: time from hand.raise to the last member seeing hand.raised."""
+    latencies = []
     for i in range(rounds):
         raiser = members[i % len(members)]
         start = time.monotonic()
         await raiser.send({"type": "hand.raise", "session": "room"})
         await asyncio.gather(*(m.recv_type("hand.raised") for m in members))
-        worst = max(worst, time.monotonic() - start)
+        latencies.append(time.monotonic() - start)
         await raiser.send({"type": "hand.lower", "session": "room"})
         await asyncio.gather(*(m.recv_type("hand.lowered") for m in members))
-    return worst
+    return sorted(latencies)
 
 
 async def test_stuck_webhook_does_not_slow_fanout(relay_factory, receiver_factory):
@@ -200,8 +200,12 @@ async def test_stuck_webhook_does_not_slow_fanout(relay_factory, receiver_factor
         await call_offline(caller, [f"offline{batch}-{k}" for k in range(8)])
     stuck = await asyncio.to_thread(receiver.wait_for, 4)
     assert len(stuck) == 4  # every delivery slot is held by the silent receiver
-    worst = await fanout_latency(relay, members, rounds=15)
-    assert worst < 0.25, f"hand.raised fan-out took {worst * 1000:.0f} ms while the webhook hung"
+    latencies = await fanout_latencies(members, rounds=15)
+    median, worst = latencies[len(latencies) // 2], latencies[-1]
+    print(f"fan-out to 20 members while the webhook hangs: median {median * 1000:.1f} ms, worst {worst * 1000:.1f} ms")
+    # A client that waited on the receiver would stall for its 5 000 ms response
+    # timeout; the bounds leave room for a loaded test machine.
+    assert median < 0.15 and worst < 0.5, f"fan-out median {median * 1000:.0f} ms, worst {worst * 1000:.0f} ms"
     assert len(receiver.requests) == 4
     # The relay still answers its HTTP side too.
     with urllib.request.urlopen(relay.http + "/healthz", timeout=2) as r:
