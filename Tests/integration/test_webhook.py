@@ -210,3 +210,16 @@ async def test_stuck_webhook_does_not_slow_fanout(relay_factory, receiver_factor
     # The relay still answers its HTTP side too.
     with urllib.request.urlopen(relay.http + "/healthz", timeout=2) as r:
         assert r.status == 200
+
+
+async def test_stuck_webhook_does_not_delay_shutdown(relay_factory, receiver_factory):
+    receiver = receiver_factory(hang=True)
+    relay = hooked(relay_factory, receiver)
+    alice = await dev(relay, "alice")
+    await call_offline(alice, ["dave", "erin"])
+    await asyncio.to_thread(receiver.wait_for, 2)
+    start = time.monotonic()
+    relay.proc.terminate()
+    assert await alice.expect_close() == 1001
+    code = await asyncio.to_thread(relay.proc.wait, 10)
+    assert code == 0 and time.monotonic() - start < 3.0
