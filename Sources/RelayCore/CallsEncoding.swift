@@ -107,6 +107,21 @@ extension RelayCore {
     effects.append(.webhook(event: event, body: Payload(w.bytes)))
   }
 
+  /// §11 session lifecycle (when `config.sessionWebhooks`): `session.created` when a
+  /// session comes into being (admin API or first join), `session.ended` when its last
+  /// participant is gone.
+  func sessionWebhook(_ event: String, _ sessionId: String, at: Instant) {
+    guard config.sessionWebhooks else { return }
+    var w = JSONWriter()
+    w.beginObject()
+    w.field("event", event)
+    w.field("sessionId", sessionId)
+    w.field("sentAt", at.wallMs)
+    w.endObject()
+    calls.stats.webhooks[event, default: 0] += 1
+    effects.append(.webhook(event: event, body: Payload(w.bytes)))
+  }
+
   /// §11 `call.offline`: everything an app server needs for a VoIP push, with
   /// `sentAt` and `expiresAt` so a late push is recognisable.
   func webhookOffline(_ call: Call, uid: String, at: Instant) {

@@ -36,7 +36,9 @@ public final class RelayServer {
     self.config = config
     self.logger = logger
     self.loop = Loop()
-    self.core = RelayCore(config: config.core, ids: CryptoIdentifiers(), verifyToken: verifyToken)
+    var coreConfig = config.core
+    coreConfig.sessionWebhooks = config.webhookURL != nil
+    self.core = RelayCore(config: coreConfig, ids: CryptoIdentifiers(), verifyToken: verifyToken)
     loop.updateTime()
     wallOffsetMs = Loop.wallClockMs() - Int64(loop.nowMs)
   }

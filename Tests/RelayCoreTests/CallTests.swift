@@ -324,3 +324,18 @@ func code(_ lines: [String]) -> String? {
     #expect(t.h.core.callAction(.accept, callId: call, identity: Identity(uid: "dave", name: "Dave"), at: t.h.now).status == 200)
   }
 }
+
+@Suite struct SessionWebhookTests {
+  @Test func sessionLifecycleWebhooksOnlyWhenEnabled() {
+    let off = Harness()
+    off.join(1, uid: "a")
+    off.core.closed(ConnectionID(1), clean: true, at: off.now)
+    #expect(!off.out().contains { $0.hasPrefix("webhook") })
+    let on = Harness { $0.sessionWebhooks = true }
+    on.connect(1, uid: "a")
+    on.send(1, #"{"type":"session.join","session":"s"}"#)
+    #expect(on.out().contains(#"webhook session.created {"event":"session.created","sessionId":"s","sentAt":\#(on.ts)}"#))
+    on.core.closed(ConnectionID(1), clean: true, at: on.now)
+    #expect(on.out() == [#"webhook session.ended {"event":"session.ended","sessionId":"s","sentAt":\#(on.ts)}"#])
+  }
+}

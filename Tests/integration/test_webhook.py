@@ -223,3 +223,27 @@ async def test_stuck_webhook_does_not_delay_shutdown(relay_factory, receiver_fac
     assert await alice.expect_close() == 1001
     code = await asyncio.to_thread(relay.proc.wait, 10)
     assert code == 0 and time.monotonic() - start < 3.0
+
+
+async def test_session_and_call_lifecycle_events(relay_factory, receiver_factory):
+    receiver = receiver_factory()
+    relay = hooked(relay_factory, receiver)
+    alice, bob = await dev(relay, "alice"), await dev(relay, "bob")
+    await alice.send({"type": "call.initiate", "id": "i", "to": ["bob"], "callType": "audio"})
+    ok = await alice.recv_type("ok")
+    await bob.recv_type("call.incoming")
+    await bob.send({"type": "call.accept", "callId": ok["callId"]})
+    await bob.recv_type("call.accepted")
+    await bob.send({"type": "session.join", "session": ok["sessionId"]})
+    await bob.recv_type("session.joined")
+    await bob.send({"type": "call.end", "callId": ok["callId"]})
+    await bob.recv_type("call.ended")
+    await bob.send({"type": "session.leave", "session": ok["sessionId"]})
+    requests = await asyncio.to_thread(receiver.wait_for, 4)
+    events = [(h["X-Relay-Event"], json.loads(b)) for h, b, _ in requests]
+    for headers, body, _ in requests:
+        verify(headers, body)
+    names = sorted(name for name, _ in events)
+    assert names == ["call.accepted", "call.ended", "session.created", "session.ended"]
+    for name, body in events:
+        assert body["event"] == name and body["sessionId"] == ok["sessionId"]
