@@ -9,7 +9,8 @@ enum DeadlineKind: Equatable {
   /// §1: `hello` not received within `helloTimeoutMs` of the upgrade.
   case hello(ConnectionID)
   // TODO(heartbeats, §5): .heartbeat(ConnectionID), .grace(uid:session:), .idle(session:)
-  // TODO(ringing, §9): .ring(callId:)
+  /// §9 ring timeout and forgetting finished calls (CallsModel.swift).
+  case call(CallDeadline)
 }
 
 struct Deadline: Equatable {

@@ -100,7 +100,4 @@ extension RelayCore {
   /// then `session.resumed`, or a fresh `session.joined` with `recovered: false`.
   /// TODO(resume).
   func replayResumedSessions(_ resume: ResumeRequest?, _ request: Request) {}
-
-  /// §4.2 / §9: `call.incoming` for every call still ringing this user. TODO(ringing).
-  func deliverRingingCalls(to connection: Connection, at: Instant) {}
 }

@@ -43,6 +43,7 @@ extension RelayCore {
   func isWanted(_ kind: DeadlineKind) -> Bool {
     switch kind {
     case .hello(let c): return connections[c]?.phase == .awaitingHello
+    case .call(let deadline): return isCallDeadlineWanted(deadline)
     }
   }
 
@@ -53,6 +54,8 @@ extension RelayCore {
       // §1: no `hello` within helloTimeoutMs of the upgrade → close 4501.
       guard let connection = connections[c] else { return }
       close(connection, code: CloseCode.unauthorized, reason: "no hello in time", at: at)
+    case .call(let deadline):
+      fireCallDeadline(deadline, at: at)
     }
   }
 }

@@ -184,7 +184,8 @@ struct TCPConnectionTests {
     }
     fixture.runAndClose()
     #expect(refusedWithQueued > 0)
-    #expect(refusedWithQueued <= limit)
+    // A refused buffer stays queued (frame boundaries), so one chunk may sit over the cap.
+    #expect(refusedWithQueued <= limit + chunk.count)
   }
 
   @Test("over the cap, write tries the kernel first: a reader that keeps up is not refused")
@@ -217,15 +218,18 @@ struct TCPConnectionTests {
         beforeRefusedWrite = server.queuedBytes
         refused = !server.write(chunk)
       }
-      // What the kernel already started on stays; the refused buffer goes.
-      #expect(server.discardUnsent() == chunk.count)
+      // What the kernel already started on stays; whole untouched buffers go,
+      // the refused one included.
+      let dropped = server.discardUnsent()
       afterDiscard = server.queuedBytes
+      #expect(dropped > 0 && dropped % chunk.count == 0)
+      #expect(dropped + afterDiscard == beforeRefusedWrite + chunk.count)
       server.close()
       client.close()
     }
     fixture.runAndClose()
     #expect(refused)
-    #expect(afterDiscard == beforeRefusedWrite)
+    #expect(afterDiscard < beforeRefusedWrite)
   }
 
 
