@@ -8,7 +8,8 @@
 enum DeadlineKind: Equatable {
   /// §1: `hello` not received within `helloTimeoutMs` of the upgrade.
   case hello(ConnectionID)
-  // TODO(heartbeats, §5): .heartbeat(ConnectionID), .grace(uid:session:), .idle(session:)
+  /// §5 heartbeats, grace, idle countdowns (Liveness.swift).
+  case liveness(LivenessDeadline)
   // TODO(ringing, §9): .ring(callId:)
 }
 

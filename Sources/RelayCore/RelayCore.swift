@@ -15,6 +15,8 @@ public final class RelayCore {
   /// `welcome.resumeToken` → uid (§8: valid only for the user it was issued to).
   var resumeTokens: [String: String] = [:]
   var deadlines = DeadlineQueue()
+  /// §5 lost records, grace and idle countdowns; §8 held state (Liveness.swift).
+  var liveness = LivenessState()
   var effects: [Effect] = []
   var counters = CoreStats()
 
@@ -37,6 +39,7 @@ public final class RelayCore {
     connections[c] = Connection(id: c, at: at)
     counters.connections += 1
     deadlines.schedule(at: at.monoMs + config.helloTimeoutMs, .hello(c))
+    startHeartbeat(c, at: at)
   }
 
   /// One complete inbound text message. Also proves liveness (§5).

@@ -92,7 +92,7 @@ extension RelayCore {
     let participant = Participant(identity: request.identity, connection: request.c, at: request.at, config: config)
     session.add(participant)
     request.connection.sessions.append(session.id)
-    // TODO(idle, §5): a join cancels the session's idle countdown.
+    idleMembershipChanged(session, at: request.at)  // §5: a join cancels the countdown
     // §2: the joiner's own participant.joined is folded into its snapshot.
     emit(session, "participant.joined", at: request.at, excluding: request.c) { w in
       w.key("participant")
@@ -170,5 +170,6 @@ extension RelayCore {
       w.optionalField("by", by)
     }
     if session.isEmpty { sessions[id] = nil }
+    idleMembershipChanged(session, at: at)
   }
 }
