@@ -35,6 +35,14 @@ extension RelayCore {
       hands: session.hands.map(\.uid))
   }
 
+  /// Called with (session, seq, payload) for every session event as it is emitted,
+  /// recipients or not (the simulator checks every stream against it). For tests and
+  /// tools only: the core's behaviour does not depend on it.
+  public var debugEventTap: ((String, Int64, Payload) -> Void)? {
+    get { liveness.eventTap }
+    set { liveness.eventTap = newValue }
+  }
+
   /// Every session id, sorted. For tests and tools.
   public var debugSessionIds: [String] { sessions.keys.sorted() }
 

@@ -50,6 +50,8 @@ struct LivenessState {
   var nextRecord: UInt64 = 1
   var idle: [String: IdleCountdown] = [:]
   var nextIdleGeneration: UInt64 = 1
+  /// Test/tool observer of every session event (see `RelayCore.debugEventTap`).
+  var eventTap: ((String, Int64, Payload) -> Void)?
 }
 
 extension RelayCore {

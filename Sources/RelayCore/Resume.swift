@@ -22,7 +22,7 @@ extension RelayCore {
     resumeTokens[resume.token] = nil
     liveness.recordByToken[resume.token] = nil
     for entry in resume.sessions {
-      reattach(entry.session, from: old, request)
+      reattach(entry.session, from: old, record: record, request)
     }
     // §8: the old connection is closed with 4509. Sessions moved above are no longer
     // its own; any it still has the client did not ask back, and they end as the
@@ -44,10 +44,12 @@ extension RelayCore {
   }
 
   /// Moves the user's participant in `id` to the new connection if this resume holds
-  /// it: attached to the old connection, or lost (within grace — a participant whose
-  /// grace ended is gone). A lost one comes back with `participant.restored`, sent to
-  /// the other members now and to the resumer in its replay (§8).
-  private func reattach(_ id: String, from old: Connection?, _ request: Request) {
+  /// it: attached to the old connection, or lost with it (its `LostRecord`, within
+  /// grace). Only the token's own connection's state is taken: the client's seq
+  /// positions describe that connection's streams, not another device's. A lost one
+  /// comes back with `participant.restored`, sent to the other members now and to the
+  /// resumer in its replay (§8).
+  private func reattach(_ id: String, from old: Connection?, record: UInt64?, _ request: Request) {
     let connection = request.connection
     guard !connection.sessions.contains(id), connection.sessions.count < config.maxSessionsPerConnection,
       let session = sessions[id], let participant = session[request.uid]
@@ -59,7 +61,10 @@ extension RelayCore {
       connection.sessions.append(id)
       return
     }
-    guard participant.status == .lost else { return }
+    guard participant.status == .lost, let record,
+      liveness.lostOwner[ParticipantKey(session: id, uid: request.uid)] == record
+    else { return }
+    liveness.lostOwner[ParticipantKey(session: id, uid: request.uid)] = nil
     setConnection(participant, in: session, request.c)
     participant.status = .connected
     connection.sessions.append(id)

@@ -30,6 +30,7 @@ extension RelayCore {
     writer.endObject()
     let payload = Payload(writer.bytes)
     session.replay.append(ReplayEntry(seq: session.seq, atMonoMs: at.monoMs, payload: payload))
+    liveness.eventTap?(session.id, session.seq, payload)
     let recipients = session.connections(excluding: excluding)
     counters.deliveries += UInt64(recipients.count)
     send(payload, to: recipients, type: type)
