@@ -163,8 +163,7 @@ extension RelayCore {
       session.hands.remove(at: index)
       emit(session, "hand.lowered", at: at) { w in
         w.field("uid", uid)
-        w.key("by")
-        w.null()
+        w.nullableField("by", nil)
         w.field("reason", "timed_out")
       }
     }
@@ -176,10 +175,10 @@ extension RelayCore {
     idleMembershipChanged(session, at: at)
   }
 
-  /// Points a participant at a connection, or at none while lost. One place, so the
-  /// session's fan-out bookkeeping (if any) has one hook to follow.
+  /// Points a participant at a connection, or at none while lost, through the
+  /// session so its cached fan-out list follows.
   func setConnection(_ participant: Participant, in session: Session, _ c: ConnectionID?) {
-    participant.connection = c
+    if let c { session.attach(participant, to: c) } else { session.detach(participant) }
   }
 
   // MARK: Hooks for ringing (§9)

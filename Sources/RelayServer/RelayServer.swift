@@ -91,7 +91,6 @@ public final class RelayServer {
 
   private func didRead(_ id: ConnectionID, _ bytes: UnsafeRawBufferPointer) {
     guard let conn = connections[id] else { return }
-    metrics.bytesIn.increment(by: bytes.count)
     switch conn.phase {
     case .http(var parser):
       conn.phase = .finishing  // parser moved out so it is mutated uniquely
@@ -157,7 +156,6 @@ public final class RelayServer {
   func respond(_ conn: ServerConnection, status: Int, headers: [(String, String)] = [], body: [UInt8]) {
     conn.phase = .finishing
     let bytes = HTTPResponse.make(status: status, headers: headers, body: body, close: true)
-    metrics.bytesOut.increment(by: bytes.count)
     conn.tcp.write(bytes)
     conn.tcp.shutdown()
   }
@@ -183,7 +181,6 @@ public final class RelayServer {
       conn.tcp.write(response)
       conn.tcp.shutdown()
     case .accept(let response, _):
-      metrics.bytesOut.increment(by: response.count)
       conn.tcp.write(response)
       conn.phase = .websocket(
         WebSocketConnection(role: .server, maxMessageBytes: config.maxMessageBytes), endpoint)
@@ -256,11 +253,11 @@ public final class RelayServer {
   }
 
   private func send(_ conn: ServerConnection, _ bytes: [UInt8]) {
-    if !conn.tcp.write(bytes) { slowConsumer(conn) } else { metrics.bytesOut.increment(by: bytes.count) }
+    if !conn.tcp.write(bytes) { slowConsumer(conn) }
   }
 
   private func send(_ conn: ServerConnection, _ buffer: OutboundBuffer) {
-    if !conn.tcp.write(buffer) { slowConsumer(conn) } else { metrics.bytesOut.increment(by: buffer.count) }
+    if !conn.tcp.write(buffer) { slowConsumer(conn) }
   }
 
   /// Contract §1: over `--max-outbound-bytes` queued → close 4008 and free the queue.
