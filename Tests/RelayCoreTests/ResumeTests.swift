@@ -143,6 +143,30 @@ extension Harness {
     #expect(toB.first?.contains(#""type":"participant.left""#) == true)
   }
 
+  @Test func listedSessionTakenOverElsewhereGetsSessionLeftReplaced() {
+    let h = Harness.pair()
+    let token = h.resumeToken(of: 2)
+    h.core.closed(ConnectionID(2), clean: false, at: h.now)
+    h.connect(3, uid: "b")
+    h.send(3, #"{"type":"session.join","session":"s"}"#)  // restored via join
+    _ = h.out()
+    let lines = h.resume(4, uid: "b", token: token, sessions: #"{"s":3}"#)
+    #expect(delivered(to: 4, lines).last == #"{"type":"session.left","session":"s","reason":"replaced"}"#)
+    #expect(delivered(to: 3, lines).isEmpty)  // the live member keeps its session
+  }
+
+  @Test func hostRemovingALostParticipantEndsItsGrace() {
+    let h = Harness(configure: shortTimings)
+    h.join(1, uid: "a", role: "host")
+    h.join(2, uid: "b")
+    _ = h.out()
+    h.core.closed(ConnectionID(2), clean: false, at: h.now)
+    h.send(1, #"{"type":"participant.remove","session":"s","uid":"b"}"#)
+    let removed = delivered(to: 1, h.out())
+    #expect(removed.map { typeOf($0) } == ["participant.lost", "participant.left"])
+    #expect(types(to: 1, h.run(6_000)).isEmpty)  // no timed_out for a removed participant
+  }
+
   @Test func tokenIsSpentOnceUsed() {
     let h = Harness.pair()
     let token = h.resumeToken(of: 2)
