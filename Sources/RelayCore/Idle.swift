@@ -15,7 +15,7 @@ extension RelayCore {
   func idleMembershipChanged(_ session: Session, at: Instant) {
     let id = session.id
     guard config.idleTimeoutMs > 0, sessions[id] === session, session.count == 1 else {
-      liveness.idle[id] = nil
+      cancelIdle(id)
       return
     }
     guard liveness.idle[id] == nil else { return }
@@ -23,11 +23,17 @@ extension RelayCore {
     liveness.nextIdleGeneration += 1
     let endsAt = at.monoMs + config.idleTimeoutMs
     liveness.idle[id] = IdleCountdown(generation: generation, endsAtMonoMs: endsAt)
+    liveness.idleSession[generation] = id
     // "At once" still goes through the queue: the warning must follow the reply and
     // the snapshot of the join that started the countdown (§2: reply first).
     let warnAt = max(at.monoMs, endsAt - Self.idleWarningLeadMs)
-    deadlines.schedule(at: warnAt, .liveness(.idleWarning(session: id, generation: generation)))
-    deadlines.schedule(at: endsAt, .liveness(.idleEnd(session: id, generation: generation)))
+    deadlines.schedule(at: warnAt, .liveness(.idleWarning(generation: generation)))
+    deadlines.schedule(at: endsAt, .liveness(.idleEnd(generation: generation)))
+  }
+
+  private func cancelIdle(_ id: String) {
+    guard let countdown = liveness.idle.removeValue(forKey: id) else { return }
+    liveness.idleSession[countdown.generation] = nil
   }
 
   /// The lone participant, if the session still has exactly one.
@@ -50,7 +56,7 @@ extension RelayCore {
 
   /// `session.timed_out {session}` to the lone participant, then its removal.
   func idleEnded(_ id: String, at: Instant) {
-    liveness.idle[id] = nil
+    cancelIdle(id)
     guard let (session, only) = loneParticipant(id) else { return }
     if let c = only.connection {
       sendPersonal(c, type: "session.timed_out") { w in w.field("session", id) }

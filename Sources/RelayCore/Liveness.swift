@@ -6,16 +6,18 @@
 import RelayProtocol
 
 /// The deadlines of §5 and §8, carried by the single `DeadlineKind.liveness` case so
-/// the shared enum grows by one line.
+/// the shared enum grows by one line. Plain values only (no strings): heap entries
+/// are then trivially copyable, which keeps every heartbeat's sift cheap.
 enum LivenessDeadline: Equatable {
   /// Heartbeat check of one connection; `pingDueMs` is when its next ping is due.
   case heartbeat(ConnectionID, pingDueMs: Int64)
   /// The grace of a lost connection (its `LostRecord`) is over.
   case grace(record: UInt64)
-  /// §5 idle countdown of a session: warning, then end. `generation` tells a
-  /// cancelled countdown from the current one (lazy cancellation).
-  case idleWarning(session: String, generation: UInt64)
-  case idleEnd(session: String, generation: UInt64)
+  /// §5 idle countdown of a session: warning, then end. The generation names one
+  /// countdown (`LivenessState.idleSession`); a cancelled one is simply gone from
+  /// that table (lazy cancellation).
+  case idleWarning(generation: UInt64)
+  case idleEnd(generation: UInt64)
 }
 
 /// One user in one session, as a dictionary key.
@@ -49,6 +51,8 @@ struct LivenessState {
   var lostOwner: [ParticipantKey: UInt64] = [:]
   var nextRecord: UInt64 = 1
   var idle: [String: IdleCountdown] = [:]
+  /// Running countdowns: generation → session id.
+  var idleSession: [UInt64: String] = [:]
   var nextIdleGeneration: UInt64 = 1
   /// Test/tool observer of every session event (see `RelayCore.debugEventTap`).
   var eventTap: ((String, Int64, Payload) -> Void)?
@@ -205,8 +209,8 @@ extension RelayCore {
       return connection.phase != .closing
     case .grace(let record):
       return liveness.records[record] != nil
-    case .idleWarning(let id, let generation), .idleEnd(let id, let generation):
-      return liveness.idle[id]?.generation == generation
+    case .idleWarning(let generation), .idleEnd(let generation):
+      return liveness.idleSession[generation] != nil
     }
   }
 
@@ -214,8 +218,10 @@ extension RelayCore {
     switch deadline {
     case .heartbeat(let c, let pingDueMs): heartbeatDue(c, pingDueMs: pingDueMs, at: at)
     case .grace(let record): graceOver(record, at: at)
-    case .idleWarning(let id, _): idleWarningDue(id, at: at)
-    case .idleEnd(let id, _): idleEnded(id, at: at)
+    case .idleWarning(let generation):
+      if let id = liveness.idleSession[generation] { idleWarningDue(id, at: at) }
+    case .idleEnd(let generation):
+      if let id = liveness.idleSession[generation] { idleEnded(id, at: at) }
     }
   }
 }
