@@ -10,7 +10,8 @@ enum DeadlineKind: Equatable {
   case hello(ConnectionID)
   /// §5 heartbeats, grace, idle countdowns (Liveness.swift).
   case liveness(LivenessDeadline)
-  // TODO(ringing, §9): .ring(callId:)
+  /// §9 ring timeout and forgetting finished calls (CallsModel.swift).
+  case call(CallDeadline)
 }
 
 struct Deadline: Equatable {

@@ -95,7 +95,4 @@ extension RelayCore {
 
   /// §8 replay after `welcome` and ringing delivery (Resume.swift).
   func replayResumedSessions(_ resume: ResumeRequest?, _ request: Request) { replayResumed(resume, request) }
-
-  /// §4.2 / §9: `call.incoming` for every call still ringing this user. TODO(ringing).
-  func deliverRingingCalls(to connection: Connection, at: Instant) {}
 }

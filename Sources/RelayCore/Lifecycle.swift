@@ -43,6 +43,7 @@ extension RelayCore {
     switch kind {
     case .hello(let c): return connections[c]?.phase == .awaitingHello
     case .liveness(let deadline): return isLivenessWanted(deadline)
+    case .call(let deadline): return isCallDeadlineWanted(deadline)
     }
   }
 
@@ -55,6 +56,8 @@ extension RelayCore {
       close(connection, code: CloseCode.unauthorized, reason: "no hello in time", at: at)
     case .liveness(let deadline):
       fireLiveness(deadline, at: at)
+    case .call(let deadline):
+      fireCallDeadline(deadline, at: at)
     }
   }
 }

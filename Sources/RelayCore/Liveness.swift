@@ -198,6 +198,7 @@ extension RelayCore {
   /// connection, after its participants were timed out.
   func callsUserTimedOut(_ uid: String, at: Instant) {
     // Ringing hooks in here (§5: accepted calls end, ringing calls cancelled).
+    endCallsOfTimedOutUser(uid: uid, at: at)
   }
 
   // MARK: Deadline routing

@@ -33,6 +33,8 @@ public final class RelayCore {
   var liveness = LivenessState()
   var effects: [Effect] = []
   var counters = CoreStats()
+  /// §9 ringing state (CallsModel.swift).
+  var calls = CallBook()
 
   /// `verifyToken(token, nowWallMs)` returns the identity of a valid token, nil for a
   /// refused one (→ close 4501, §3). Unused in dev mode.
@@ -83,6 +85,7 @@ public final class RelayCore {
       if clean { detachLeaving(connection, at: at) } else { connectionLost(connection, at: at) }
     }
     forget(connection)
+    callsConnectionClosed(connection, clean: clean, at: at)
   }
 
   /// Fires every deadline due at `at.monoMs`.

@@ -89,6 +89,7 @@ extension RelayCore {
   }
 
   func addParticipant(to session: Session, _ request: Request) {
+    if sessions[session.id] == nil { sessionWebhook("session.created", session.id, at: request.at) }
     sessions[session.id] = session
     let participant = Participant(identity: request.identity, connection: request.c, at: request.at, config: config)
     session.add(participant)
@@ -170,7 +171,10 @@ extension RelayCore {
       w.field("uid", uid)
       w.field("reason", reason.rawValue)
     }
-    if session.isEmpty { sessions[id] = nil }
+    if session.isEmpty {
+      sessions[id] = nil
+      sessionWebhook("session.ended", id, at: at)
+    }
     idleMembershipChanged(session, at: at)
   }
 }
