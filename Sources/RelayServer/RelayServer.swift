@@ -323,6 +323,12 @@ public final class RelayServer {
         if let conn = connections[id] { send(conn, WebSocketFrame.encode(opcode: .ping, payload: [UInt8]())) }
       case .close(let id, let code, let reason):
         if let conn = connections[id] { closeWebSocket(conn, code: code, reason: reason) }
+      case .drop(let id):
+        // Contract §5 heartbeat timeout: the peer is presumed dead, no close handshake.
+        if let conn = connections[id] {
+          conn.closedCleanly = false
+          conn.tcp.close()
+        }
       case .webhook(let event, let body):
         webhook(event: event, body: body)
       }

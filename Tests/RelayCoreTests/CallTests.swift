@@ -10,7 +10,10 @@ final class CallHarness {
   let h: Harness
 
   init(ringTimeoutMs: Int64 = 45_000, devMode: Bool = true, tokens: [String: Identity] = [:]) {
-    h = Harness(devMode: devMode, tokens: tokens) { $0.ringTimeoutMs = ringTimeoutMs }
+    h = Harness(devMode: devMode, tokens: tokens) {
+      $0.ringTimeoutMs = ringTimeoutMs
+      withoutHeartbeats(&$0)  // §5 pings go unanswered here; calls are the subject
+    }
     if devMode {
       h.connect(1, uid: "alice")
       h.connect(2, uid: "bob")
@@ -204,9 +207,8 @@ func code(_ lines: [String]) -> String? {
     _ = t.send(4, "call.accept", accepted)
     t.h.core.closed(ConnectionID(1), clean: false, at: t.h.now)
     _ = t.h.out()
+    // §5: the grace (30 000) ends and the core itself ends alice's calls.
     t.h.advance(30_000)
-    _ = t.h.out()
-    t.h.core.endCallsOfTimedOutUser(uid: "alice", at: t.h.now)
     let lines = t.h.out()
     #expect(lines.contains(#"c4 <- {"type":"call.ended","callId":"\#(accepted)","by":"alice","reason":"timed_out","duration":30000}"#))
     #expect(lines.contains(#"c2,c3 <- {"type":"call.cancelled","callId":"\#(accepted)","reason":"caller_timed_out"}"#))

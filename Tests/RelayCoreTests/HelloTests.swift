@@ -56,7 +56,7 @@ import Testing
   }
 
   @Test func helloInTimeCancelsTheDeadline() {
-    let h = Harness()
+    let h = Harness(configure: withoutHeartbeats)
     h.connect(1, uid: "a")
     #expect(h.core.nextDeadline == nil)
     h.advance(20_000)
