@@ -12,8 +12,12 @@ test_schemas.py reuses its schema loading and matching.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -356,7 +360,7 @@ class ScenarioRunner:
         self.base_url = base_url.rstrip("/")
         self.schemas = schemas or Schemas()
         self.timeout_s = scenario.get("timeoutMs", DEFAULT_TIMEOUT_MS) / 1000
-        self.captures: dict[str, Any] = {}
+        self.captures: dict[str, Any] = mint_tokens(scenario)
         self.clients: dict[str, Client] = {
             name: Client(name, spec or {}, self) for name, spec in scenario["clients"].items()
         }
@@ -535,6 +539,49 @@ class ScenarioRunner:
             f"scenario {self.scenario['name']!r}, step {self.step_no}, client {client.name}{note}:\n"
             f"  {what}\n  {client.name}'s last frames:\n    {tail}"
         )
+
+
+def server_flags(scenario: dict) -> list[str]:
+    """The `relay serve` flags of a scenario: its `flags`, plus `--secret` in token mode."""
+    flags = list(scenario.get("flags", []))
+    if "secret" in scenario:
+        flags += ["--secret", scenario["secret"]]
+    return flags
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def mint_tokens(scenario: dict, now_s: int | None = None) -> dict[str, str]:
+    """Captures `jwt.<name>` for every entry of the scenario's `tokens`.
+
+    An entry holds the JWT claims, plus controls: `$expInMs` (exp relative to now,
+    default 3 600 000; negative = already expired), `$nbfInMs`, `$alg` (default
+    HS256; "none" gives an unsigned token), `$secret` (sign with another secret) and
+    `$omit` (claims to leave out, e.g. ["exp"]).
+    """
+    now_s = int(time.time()) if now_s is None else now_s
+    out = {}
+    for name, spec in scenario.get("tokens", {}).items():
+        claims = {k: v for k, v in spec.items() if not k.startswith("$")}
+        claims.setdefault("exp", now_s + spec.get("$expInMs", 3_600_000) // 1000)
+        if "$nbfInMs" in spec:
+            claims["nbf"] = now_s + spec["$nbfInMs"] // 1000
+        claims.setdefault("iat", now_s)
+        for omitted in spec.get("$omit", []):
+            claims.pop(omitted, None)
+        alg = spec.get("$alg", "HS256")
+        head = _b64url(json.dumps({"alg": alg, "typ": "JWT"}).encode())
+        body = _b64url(json.dumps(claims).encode())
+        signing_input = f"{head}.{body}".encode()
+        if alg == "none":
+            signature = ""
+        else:
+            key = spec.get("$secret", scenario.get("secret", "")).encode()
+            signature = _b64url(hmac.new(key, signing_input, hashlib.sha256).digest())
+        out[f"jwt.{name}"] = f"{head}.{body}.{signature}"
+    return out
 
 
 def load_scenarios(directory: Path = SCENARIO_DIR) -> list[Path]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import conftest
-from scenario_runner import Schemas, load_scenarios, run_scenario
+from scenario_runner import Schemas, load_scenarios, run_scenario, server_flags
 
 SCENARIOS = load_scenarios()
 
@@ -36,7 +36,7 @@ async def test_scenario(path: Path, relay_factory, schemas: Schemas) -> None:
     if not _binary_available():
         pytest.skip("relay binary not built (swift build) and RELAY_BIN not set")
     scenario = json.loads(path.read_text(encoding="utf-8"))
-    relay = relay_factory(*scenario.get("flags", []))
+    relay = relay_factory(*server_flags(scenario))
     await run_scenario(scenario, relay.ws, schemas)
 
 
