@@ -280,9 +280,9 @@ extension RelayCore {
 
   func isReady(_ c: ConnectionID) -> Bool { connections[c]?.phase == .ready }
 
-  /// Connections that ring for `uid`: those that said hello and are not closing.
-  /// TODO(merge): a lost user counts as offline (§5); consult `isUserOnline(uid)` from
-  /// the heartbeat work once it lands.
+  /// Connections that ring for `uid`: those that said hello and are not closing. A
+  /// lost connection is dropped (and so closing) the moment it is declared lost, so a
+  /// lost user counts as offline here (§5) without a separate check.
   func ringableConnections(of uid: String) -> [ConnectionID] {
     (users[uid]?.connections ?? []).filter(isReady)
   }
