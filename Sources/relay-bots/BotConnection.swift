@@ -35,7 +35,7 @@ final class BotConnection {
     self.loop = loop
     self.stats = stats
     // §10.3 wants unpredictable masking keys: seed the codec from the CSPRNG.
-    let seed = Crypto.randomBytes(count: 8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    let seed = Crypto.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
     ws = WebSocketConnection(role: .client, maxMessageBytes: maxMessageBytes, maskSeed: seed)
   }
 

@@ -46,7 +46,7 @@ struct ClientHandshake {
   }
 
   init(host: String, port: Int, path: String, subprotocol: String?) {
-    key = base64Encode(Crypto.randomBytes(count: 16))
+    key = Crypto.base64Encode(Crypto.randomBytes(16))
     var text = "GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nUpgrade: websocket\r\n"
     text += "Connection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
     if let subprotocol { text += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
@@ -100,26 +100,6 @@ extension Substring {
     while s.last == " " || s.last == "\t" { s = s.dropLast() }
     return String(s)
   }
-}
-
-/// Standard base64 with padding (RFC 4648 §4), as Sec-WebSocket-Key needs;
-/// RelayCrypto only offers the URL-safe alphabet.
-func base64Encode(_ bytes: [UInt8]) -> String {
-  let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-  var out: [UInt8] = []
-  var i = 0
-  while i < bytes.count {
-    let b0 = UInt32(bytes[i])
-    let b1 = i + 1 < bytes.count ? UInt32(bytes[i + 1]) : 0
-    let b2 = i + 2 < bytes.count ? UInt32(bytes[i + 2]) : 0
-    let n = b0 << 16 | b1 << 8 | b2
-    out.append(table[Int(n >> 18 & 63)])
-    out.append(table[Int(n >> 12 & 63)])
-    out.append(i + 1 < bytes.count ? table[Int(n >> 6 & 63)] : UInt8(ascii: "="))
-    out.append(i + 2 < bytes.count ? table[Int(n & 63)] : UInt8(ascii: "="))
-    i += 3
-  }
-  return String(decoding: out, as: UTF8.self)
 }
 
 /// Mints HS256 JWTs for the bots (§3) when the run has `--secret`.

@@ -56,11 +56,10 @@ final class Engine {
     let tick = Timer(loop: ctx.loop)
     tick.start(afterMs: 0, repeatMs: UInt64(Self.tickMs)) { [unowned self] in self.tick() }
     tickTimer = tick
-    if ctx.options.progress {
-      let p = Timer(loop: ctx.loop)
-      p.start(afterMs: 1_000, repeatMs: 1_000) { [unowned self] in self.printProgress() }
-      progressTimer = p
-    }
+    // Sampled every second even when quiet: the peak rate comes from it.
+    let p = Timer(loop: ctx.loop)
+    p.start(afterMs: 1_000, repeatMs: 1_000) { [unowned self] in self.printProgress() }
+    progressTimer = p
     ctx.loop.run()
   }
 
@@ -239,7 +238,9 @@ final class Engine {
 
   private func printProgress() {
     let now = ctx.nowMs
-    log(ctx.stats.progressLine(nowMs: now, elapsedMs: now - startMs, total: bots.count, failures: ctx.checker.totalFailures))
+    let line = ctx.stats.progressLine(
+      nowMs: now, elapsedMs: now - startMs, total: bots.count, failures: ctx.checker.totalFailures)
+    if ctx.options.progress { log(line) }
   }
 }
 
