@@ -51,7 +51,7 @@ let package = Package(
     .executableTarget(
       name: "relay",
       dependencies: [
-        "RelayServer", "RelayCrypto",
+        "RelayServer", "RelayCrypto", "RelayCore", "RelayProtocol", "EventLoop",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Logging", package: "swift-log"),
       ],
@@ -64,9 +64,10 @@ let package = Package(
         .product(name: "Histogram", package: "hdrhistogram-swift"),
       ],
       swiftSettings: strict),
+    .target(name: "CAllocCounter", path: "Benchmarks/AllocCounter"),
     .executableTarget(
       name: "relay-bench",
-      dependencies: ["RelayWebSocket", "RelayProtocol", "RelayCore"],
+      dependencies: ["RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop", "CAllocCounter"],
       path: "Benchmarks/relay-bench",
       swiftSettings: strict),
 

@@ -1,1 +1,142 @@
-// RelayCrypto: see DESIGN.md
+import COpenSSL
+
+/// OpenSSL 3 one-shot primitives: the only Swift in the project that touches OpenSSL
+/// (DESIGN.md, "Layers"). Pure modules receive these as injected functions, e.g.
+/// `sha1` for `Sec-WebSocket-Accept` (RFC 6455 §4.2.2).
+///
+/// Failures of these calls mean a broken OpenSSL installation, not bad input, so they
+/// trap with a message (DESIGN.md, "Limits and failures").
+public enum Crypto {
+  /// SHA-1 (20 bytes). Only for the WebSocket handshake, which RFC 6455 fixes to SHA-1;
+  /// never for security decisions.
+  public static func sha1(_ data: [UInt8]) -> [UInt8] {
+    digest(data, algorithm: EVP_sha1(), length: 20)
+  }
+
+  /// SHA-256 (32 bytes).
+  public static func sha256(_ data: [UInt8]) -> [UInt8] {
+    digest(data, algorithm: EVP_sha256(), length: 32)
+  }
+
+  /// HMAC-SHA256 (32 bytes), RFC 2104 with SHA-256 (test vectors: RFC 4231).
+  public static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+    var output = [UInt8](repeating: 0, count: 32)
+    var outputLength: UInt32 = 0
+    let result = withNonNullBytes(key) { keyBytes in
+      withNonNullBytes(message) { messageBytes in
+        output.withUnsafeMutableBufferPointer { out in
+          HMAC(
+            EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count),
+            messageBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), messageBytes.count,
+            out.baseAddress, &outputLength)
+        }
+      }
+    }
+    precondition(result != nil && outputLength == 32, "OpenSSL HMAC-SHA256 failed")
+    return output
+  }
+
+  /// Compares in time independent of where the bytes differ (`CRYPTO_memcmp`), for
+  /// MACs and tokens. Different lengths compare unequal (lengths are not secret).
+  public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    guard !a.isEmpty else { return true }
+    return a.withUnsafeBytes { left in
+      b.withUnsafeBytes { right in CRYPTO_memcmp(left.baseAddress, right.baseAddress, a.count) == 0 }
+    }
+  }
+
+  /// `count` bytes from OpenSSL's CSPRNG (`RAND_bytes`). Traps if it fails: handing out
+  /// predictable tokens would be worse than stopping.
+  public static func randomBytes(_ count: Int) -> [UInt8] {
+    precondition(count >= 0 && count <= Int(Int32.max), "randomBytes count out of range")
+    var bytes = [UInt8](repeating: 0, count: count)
+    guard count > 0 else { return bytes }
+    let result = bytes.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+    precondition(result == 1, "RAND_bytes failed: OpenSSL CSPRNG unavailable")
+    return bytes
+  }
+
+  /// A random token of `byteCount` random bytes, URL-safe base64 without padding
+  /// (16 bytes give 128 bits in 22 characters).
+  public static func randomToken(byteCount: Int) -> String {
+    base64URLEncode(randomBytes(byteCount))
+  }
+
+  /// Base64 with the URL-safe alphabet and no padding (RFC 4648 §5).
+  public static func base64URLEncode(_ bytes: [UInt8]) -> String {
+    Base64.encode(bytes, alphabet: Base64.urlSafeAlphabet, padding: false)
+  }
+
+  /// Standard base64 with padding (RFC 4648 §4), e.g. for `Sec-WebSocket-Accept`.
+  public static func base64Encode(_ bytes: [UInt8]) -> String {
+    Base64.encode(bytes, alphabet: Base64.standardAlphabet, padding: true)
+  }
+
+  /// Lowercase hexadecimal.
+  public static func hex(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var characters = [UInt8]()
+    characters.reserveCapacity(bytes.count * 2)
+    for byte in bytes {
+      characters.append(digits[Int(byte >> 4)])
+      characters.append(digits[Int(byte & 0x0f)])
+    }
+    return String(decoding: characters, as: UTF8.self)
+  }
+
+  private static func digest(_ data: [UInt8], algorithm: OpaquePointer?, length: Int) -> [UInt8] {
+    var output = [UInt8](repeating: 0, count: length)
+    var outputLength: UInt32 = 0
+    let result = withNonNullBytes(data) { input in
+      output.withUnsafeMutableBufferPointer { out in
+        EVP_Digest(input.baseAddress, input.count, out.baseAddress, &outputLength, algorithm, nil)
+      }
+    }
+    precondition(result == 1 && Int(outputLength) == length, "OpenSSL EVP_Digest failed")
+    return output
+  }
+
+  /// Runs `body` with a non-null base address even for an empty array (some OpenSSL
+  /// entry points reject NULL even with length 0); the count stays 0.
+  private static func withNonNullBytes<Result>(
+    _ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) -> Result
+  ) -> Result {
+    if bytes.isEmpty {
+      var dummy: UInt8 = 0
+      return withUnsafeBytes(of: &dummy) { body(UnsafeRawBufferPointer(start: $0.baseAddress, count: 0)) }
+    }
+    return bytes.withUnsafeBytes(body)
+  }
+}
+
+/// RFC 4648 encoder; small enough to own rather than round-trip through `EVP_EncodeBlock`
+/// and then rewrite its alphabet.
+enum Base64 {
+  static let standardAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+  static let urlSafeAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+  static func encode(_ bytes: [UInt8], alphabet: [UInt8], padding: Bool) -> String {
+    var output = [UInt8]()
+    output.reserveCapacity((bytes.count + 2) / 3 * 4)
+    var index = 0
+    while index < bytes.count {
+      let available = min(3, bytes.count - index)
+      var group: UInt32 = 0
+      for offset in 0..<3 {
+        group <<= 8
+        if offset < available { group |= UInt32(bytes[index + offset]) }
+      }
+      let characterCount = available + 1
+      for position in 0..<4 {
+        if position < characterCount {
+          output.append(alphabet[Int((group >> UInt32(18 - 6 * position)) & 0x3f)])
+        } else if padding {
+          output.append(UInt8(ascii: "="))
+        }
+      }
+      index += 3
+    }
+    return String(decoding: output, as: UTF8.self)
+  }
+}

@@ -1,1 +1,398 @@
-// RelayServer: see DESIGN.md
+import EventLoop
+public import Logging
+public import RelayCore
+public import RelayProtocol
+import RelayCrypto
+import RelayWebSocket
+
+/// The I/O shell: owns the loop, the listener and every connection, feeds the
+/// pure core, and turns its effects into writes. Single-threaded by design: all of
+/// it runs on one libuv loop (DESIGN.md, "libuv and Swift 6 rules").
+public final class RelayServer {
+  public let config: ServerConfig
+  let logger: Logger
+  let loop: Loop
+  let core: RelayCore
+  let metrics = ServerMetrics()
+  private var listener: TCPListener?
+  var connections: [ConnectionID: ServerConnection] = [:]
+  private var nextConnection: UInt64 = 1
+  private var headDeadlines = FIFODeadlines()
+  private var closeDeadlines = FIFODeadlines()
+  /// One timer for the core's next deadline, one slow sweep for the FIFO deadlines.
+  private var coreTimer: EventLoop.Timer?
+  private var armedCoreDeadline: Int64?
+  private var sweepTimer: EventLoop.Timer?
+  private var signals: [SignalWatcher] = []
+  private(set) var draining = false
+  private var websocketCount = 0
+  private var drainStartedMs: Int64 = 0
+  private let wallOffsetMs: Int64
+
+  public init(config: ServerConfig, logger: Logger, verifyToken: @escaping (String, Int64) -> Identity?) {
+    self.config = config
+    self.logger = logger
+    self.loop = Loop()
+    self.core = RelayCore(config: config.core, ids: CryptoIdentifiers(), verifyToken: verifyToken)
+    loop.updateTime()
+    wallOffsetMs = Loop.wallClockMs() - Int64(loop.nowMs)
+  }
+
+  /// The bound port (useful with port 0).
+  public private(set) var boundPort = 0
+
+  /// Binds and listens. Throws on bind failure or a refused configuration.
+  public func start() throws {
+    let l = try TCPListener(loop: loop, host: config.host, port: config.port)
+    try l.listen { [unowned self] tcp in self.accept(tcp) }
+    listener = l
+    boundPort = l.port
+    coreTimer = EventLoop.Timer(loop: loop)
+    let sweep = EventLoop.Timer(loop: loop)
+    sweep.start(afterMs: 250, repeatMs: 250) { [unowned self] in self.sweep() }
+    sweepTimer = sweep
+    for sig in [SIGTERM_NUMBER, SIGINT_NUMBER] {
+      signals.append(SignalWatcher(loop: loop, signal: sig) { [unowned self] in self.beginDrain() })
+    }
+    logger.info("relay listening", metadata: ["address": "\(config.host):\(boundPort)", "dev": "\(config.devMode)"])
+  }
+
+  /// Runs the loop until the server has drained and closed everything.
+  public func run() {
+    loop.run()
+    loop.close()
+  }
+
+  // MARK: Time
+
+  /// The instant of an input: loop time (monotonic) plus a fixed wall offset, so
+  /// `ts` stays consistent with ordering within a process.
+  var now: Instant {
+    let mono = Int64(loop.nowMs)
+    return Instant(monoMs: mono, wallMs: mono + wallOffsetMs)
+  }
+
+  // MARK: Accept and read
+
+  private func accept(_ tcp: TCPConnection) {
+    let id = ConnectionID(nextConnection)
+    nextConnection += 1
+    let conn = ServerConnection(id: id, tcp: tcp, maxHeadBytes: config.maxHeadBytes)
+    connections[id] = conn
+    tcp.maxOutboundBytes = config.maxOutboundBytes
+    tcp.tag = id.raw
+    tcp.onRead = { [unowned self] bytes in self.didRead(id, bytes) }
+    tcp.onClose = { [unowned self] reason in self.didClose(id, reason) }
+    headDeadlines.add(id.raw, dueMs: now.monoMs + config.headTimeoutMs)
+    metrics.connectionsAccepted.increment()
+    metrics.connectionsOpen.record(connections.count)
+    tcp.startReading()
+  }
+
+  private func didRead(_ id: ConnectionID, _ bytes: UnsafeRawBufferPointer) {
+    guard let conn = connections[id] else { return }
+    metrics.bytesIn.increment(by: bytes.count)
+    switch conn.phase {
+    case .http(var parser):
+      conn.phase = .finishing  // parser moved out so it is mutated uniquely
+      let result = parser.feed(bytes)
+      conn.phase = .http(parser)
+      handleHead(conn, result, leftover: parser.leftover)
+    case .body(let head, var body, let expected):
+      body.append(contentsOf: bytes)
+      conn.phase = .body(head, body, expected: expected)
+      if body.count >= expected { routeHTTP(conn, head, body: Array(body.prefix(expected))) }
+    case .websocket:
+      feedWebSocket(conn, bytes)
+    case .finishing:
+      break  // a response is on its way out; later input is discarded
+    }
+  }
+
+  private func didClose(_ id: ConnectionID, _ reason: CloseReason) {
+    guard let conn = connections.removeValue(forKey: id) else { return }
+    if conn.isWebSocket { websocketCount -= 1; metrics.websocketsOpen.record(websocketCount) }
+    metrics.connectionsOpen.record(connections.count)
+    if conn.coreOpened {
+      conn.coreOpened = false
+      core.closed(id, clean: conn.closedCleanly, at: now)
+      applyEffects()
+    }
+    if draining { finishDrainIfDone() }
+  }
+
+  // MARK: HTTP
+
+  private func handleHead(_ conn: ServerConnection, _ result: HTTPHeadParseResult, leftover: [UInt8]) {
+    switch result {
+    case .needMore:
+      return
+    case .invalid(let status):
+      respond(conn, status: status, body: Array(HTTPStatus.reason(status).utf8))
+    case .complete(let head, _):
+      metrics.httpRequests.increment()
+      if isUpgrade(head) {
+        upgrade(conn, head, leftover: leftover)
+        return
+      }
+      let length = Int(head.header("content-length") ?? "0") ?? -1
+      guard length >= 0, length <= config.maxBodyBytes else {
+        respond(conn, status: length < 0 ? 400 : 413, body: Array("bad body length".utf8))
+        return
+      }
+      if leftover.count >= length {
+        routeHTTP(conn, head, body: Array(leftover.prefix(length)))
+      } else {
+        conn.phase = .body(head, leftover, expected: length)
+      }
+    }
+  }
+
+  private func isUpgrade(_ head: HTTPRequestHead) -> Bool {
+    head.path == "/v1/ws" || (config.echo && head.path == "/v1/echo")
+  }
+
+  /// Writes a complete HTTP response and closes the connection after it is sent
+  /// (no keep-alive: the HTTP side is for health checks and admin calls).
+  func respond(_ conn: ServerConnection, status: Int, headers: [(String, String)] = [], body: [UInt8]) {
+    conn.phase = .finishing
+    let bytes = HTTPResponse.make(status: status, headers: headers, body: body, close: true)
+    metrics.bytesOut.increment(by: bytes.count)
+    conn.tcp.write(bytes)
+    conn.tcp.shutdown()
+  }
+
+  func respondJSON(_ conn: ServerConnection, status: Int, _ json: [UInt8]) {
+    respond(conn, status: status, headers: [("Content-Type", "application/json")], body: json)
+  }
+
+  // MARK: WebSocket
+
+  private func upgrade(_ conn: ServerConnection, _ head: HTTPRequestHead, leftover: [UInt8]) {
+    if draining {
+      respond(conn, status: 503, body: Array("draining".utf8))
+      return
+    }
+    let endpoint: Endpoint = head.path == "/v1/echo" ? .echo : .relay
+    let result = WebSocketHandshake.evaluate(
+      head, supportedSubprotocols: endpoint == .relay ? ["relay.v1"] : [],
+      refuseUnsupportedOffer: endpoint == .relay, sha1: Crypto.sha1)
+    switch result {
+    case .reject(_, let response):
+      conn.phase = .finishing
+      conn.tcp.write(response)
+      conn.tcp.shutdown()
+    case .accept(let response, _):
+      metrics.bytesOut.increment(by: response.count)
+      conn.tcp.write(response)
+      conn.phase = .websocket(
+        WebSocketConnection(role: .server, maxMessageBytes: config.maxMessageBytes), endpoint)
+      websocketCount += 1
+      metrics.websocketsOpen.record(websocketCount)
+      if endpoint == .relay {
+        conn.coreOpened = true
+        core.open(conn.id, at: now)
+        applyEffects()
+      }
+      if !leftover.isEmpty {
+        leftover.withUnsafeBytes { feedWebSocket(conn, $0) }
+      }
+    }
+  }
+
+  private func feedWebSocket(_ conn: ServerConnection, _ bytes: UnsafeRawBufferPointer) {
+    guard case .websocket(var ws, let endpoint) = conn.phase else { return }
+    conn.phase = .finishing  // move the codec out so it is mutated in place
+    var events: [WebSocketEvent] = []
+    ws.receive(bytes) { events.append($0) }
+    conn.phase = .websocket(ws, endpoint)
+    for event in events {
+      guard connections[conn.id] != nil else { return }
+      handle(event, conn, endpoint)
+    }
+  }
+
+  private func handle(_ event: WebSocketEvent, _ conn: ServerConnection, _ endpoint: Endpoint) {
+    switch event {
+    case .write(let bytes):
+      send(conn, bytes)
+    case .text(let payload):
+      if endpoint == .echo {
+        send(conn, Framing.frame(.text, payload))
+      } else {
+        let started = Loop.hrtimeNs()
+        core.receive(conn.id, text: payload, at: now)
+        applyEffects()
+        metrics.commandLatency.recordNanoseconds(Int64(Loop.hrtimeNs() &- started))
+      }
+    case .binary(let payload):
+      if endpoint == .echo {
+        send(conn, Framing.frame(.binary, payload))
+      } else {
+        // Contract §1: a binary message on /v1/ws closes with 1003.
+        closeWebSocket(conn, code: 1003, reason: "binary messages are not accepted")
+      }
+    case .ping, .pong:
+      if endpoint == .relay, conn.coreOpened {
+        core.alive(conn.id, at: now)
+        applyEffects()
+      }
+    case .closed(_, _, _):
+      conn.closedCleanly = true
+      conn.phase = .finishing
+      conn.tcp.shutdown()
+    }
+  }
+
+  /// Starts a close we initiate: close frame now, TCP closed when the peer answers
+  /// or after `closeHandshakeTimeoutMs`.
+  func closeWebSocket(_ conn: ServerConnection, code: UInt16, reason: String) {
+    guard case .websocket(var ws, let endpoint) = conn.phase else { return }
+    let frame = ws.close(code: code, reason: reason)
+    conn.phase = .websocket(ws, endpoint)
+    conn.closedCleanly = true
+    if !frame.isEmpty { send(conn, frame) }
+    closeDeadlines.add(conn.id.raw, dueMs: now.monoMs + config.closeHandshakeTimeoutMs)
+  }
+
+  private func send(_ conn: ServerConnection, _ bytes: [UInt8]) {
+    if !conn.tcp.write(bytes) { slowConsumer(conn) } else { metrics.bytesOut.increment(by: bytes.count) }
+  }
+
+  private func send(_ conn: ServerConnection, _ buffer: OutboundBuffer) {
+    if !conn.tcp.write(buffer) { slowConsumer(conn) } else { metrics.bytesOut.increment(by: buffer.count) }
+  }
+
+  /// Contract §1: over `--max-outbound-bytes` queued → close 4008 and free the queue.
+  /// What is not yet handed to the kernel is dropped; the close frame follows the
+  /// bytes already in flight, so frame boundaries stay intact.
+  private func slowConsumer(_ conn: ServerConnection) {
+    metrics.slowConsumerCloses.increment()
+    logger.debug("slow consumer", metadata: ["connection": "\(conn.id)"])
+    conn.tcp.discardUnsent()
+    guard case .websocket(var ws, let endpoint) = conn.phase else {
+      conn.tcp.close()
+      return
+    }
+    let frame = ws.close(code: 4008, reason: "slow consumer")
+    conn.phase = .websocket(ws, endpoint)
+    conn.closedCleanly = false
+    if frame.isEmpty || !conn.tcp.write(frame) {
+      conn.tcp.close()
+      return
+    }
+    conn.phase = .finishing
+    conn.tcp.shutdown()
+  }
+
+  // MARK: Core effects
+
+  /// Applies everything the core produced, then re-arms the core timer.
+  func applyEffects() {
+    for effect in core.takeEffects() {
+      switch effect {
+      case .send(let payload, let to):
+        deliver(payload, to: to)
+      case .ping(let id):
+        if let conn = connections[id] { send(conn, WebSocketFrame.encode(opcode: .ping, payload: [UInt8]())) }
+      case .close(let id, let code, let reason):
+        if let conn = connections[id] { closeWebSocket(conn, code: code, reason: reason) }
+      case .webhook(let event, let body):
+        webhook(event: event, body: body)
+      }
+    }
+    armCoreTimer()
+  }
+
+  private func deliver(_ payload: Payload, to ids: [ConnectionID]) {
+    if ids.count == 1 {
+      if let conn = connections[ids[0]], conn.isWebSocket { send(conn, Framing.textFrame(payload)) }
+      return
+    }
+    let frame = Framing.textFrame(payload)
+    for id in ids {
+      if let conn = connections[id], conn.isWebSocket { send(conn, frame) }
+    }
+  }
+
+  /// Webhook delivery hook; the HTTP client lands with the ringing work.
+  func webhook(event: String, body: Payload) {}
+
+  private func armCoreTimer() {
+    guard let timer = coreTimer else { return }
+    let next = core.nextDeadline
+    if next == armedCoreDeadline { return }
+    armedCoreDeadline = next
+    guard let next else {
+      timer.stop()
+      return
+    }
+    let delay = max(0, next - Int64(loop.nowMs))
+    timer.start(afterMs: UInt64(delay)) { [unowned self] in
+      self.armedCoreDeadline = nil
+      self.core.tick(at: self.now)
+      self.applyEffects()
+    }
+  }
+
+  // MARK: Sweeps and drain
+
+  private func sweep() {
+    let nowMs = now.monoMs
+    for raw in headDeadlines.popDue(nowMs: nowMs) {
+      guard let conn = connections[ConnectionID(raw)] else { continue }
+      switch conn.phase {
+      case .http, .body: conn.tcp.close()  // contract §1: head not complete in time
+      default: break
+      }
+    }
+    for raw in closeDeadlines.popDue(nowMs: nowMs) {
+      connections[ConnectionID(raw)]?.tcp.close()
+    }
+    if draining, nowMs - drainStartedMs >= config.drainTimeoutMs { finishDrain(force: true) }
+  }
+
+  /// Contract §12: readiness and new upgrades answer 503, every WebSocket is closed
+  /// with 1001, and the process exits once they are gone or the drain timeout ends.
+  public func beginDrain() {
+    guard !draining else { return }
+    draining = true
+    drainStartedMs = now.monoMs
+    logger.info("draining", metadata: ["websockets": "\(connections.values.filter(\.isWebSocket).count)"])
+    for conn in connections.values.sorted(by: { $0.id < $1.id }) where conn.isWebSocket {
+      closeWebSocket(conn, code: 1001, reason: "server going away")
+    }
+    finishDrainIfDone()
+  }
+
+  private func finishDrainIfDone() {
+    if !connections.values.contains(where: \.isWebSocket) { finishDrain(force: false) }
+  }
+
+  /// Stops accepting and releases the server's own handles; the loop then ends when
+  /// the last connection is closed. Connections still flushing a response or a
+  /// close reply keep their bounded shutdown unless the drain timeout forces them.
+  private func finishDrain(force: Bool) {
+    logger.info("stopped", metadata: ["forced": "\(force)"])
+    listener?.close()
+    listener = nil
+    for conn in connections.values.sorted(by: { $0.id < $1.id }) {
+      if force || conn.isWebSocket { conn.tcp.close() }
+      if case .http = conn.phase { conn.tcp.close() }
+    }
+    coreTimer?.close()
+    coreTimer = nil
+    sweepTimer?.close()
+    sweepTimer = nil
+    for s in signals { s.close() }
+    signals = []
+  }
+}
+
+/// Unguessable identifiers from OpenSSL's RNG (contract §6: ≥ 122 random bits).
+final class CryptoIdentifiers: IdentifierSource {
+  func token(byteCount: Int) -> String { Crypto.randomToken(byteCount: byteCount) }
+}
+
+let SIGTERM_NUMBER: Int32 = 15
+let SIGINT_NUMBER: Int32 = 2

@@ -1,1 +1,0 @@
-// EventLoop: see DESIGN.md

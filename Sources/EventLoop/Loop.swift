@@ -1,0 +1,259 @@
+import CLibUV
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Counters for tests and metrics. Plain integers updated on the loop thread.
+public struct LoopStats: Sendable {
+  /// Connection flushes that found bytes to write (one per dirty connection per turn).
+  public var flushes: UInt64 = 0
+  /// `uv_try_write` calls (each is one `writev`, gathering up to `Loop.maxGatherBuffers`).
+  public var tryWriteCalls: UInt64 = 0
+  /// `uv_write` requests issued for bytes `uv_try_write` could not write at once.
+  public var writeRequests: UInt64 = 0
+  /// Bytes the kernel accepted.
+  public var bytesWritten: UInt64 = 0
+  /// Bytes delivered to `onRead` callbacks.
+  public var bytesRead: UInt64 = 0
+
+  /// All counters zero.
+  public init() {}
+}
+
+/// One libuv event loop (its own heap-allocated `uv_loop_t`) and the loop-wide state
+/// of the hot path: one read buffer, one iovec scratch array, the "cork" that flushes
+/// every connection written during a turn once, and the linger queue bounding
+/// graceful closes.
+///
+/// Single-threaded: every method must be called on the thread running the loop.
+/// Only `AsyncWakeupSender` crosses threads (`docs/src/design.rst`, `async.rst`).
+/// Call `close()` before dropping the last reference.
+public final class Loop {
+  /// Size of the one loop-wide read buffer handed out by every alloc callback. Reads
+  /// are parsed synchronously, so one buffer serves every connection (uSockets keeps
+  /// one per loop); 64 KiB matches a typical socket receive batch.
+  public static let readBufferSize = 64 * 1024
+  /// Maximum iovecs gathered into one `uv_try_write` / `uv_write`: Linux `IOV_MAX`.
+  public static let maxGatherBuffers = 1024
+
+  let rawLoop: UnsafeMutablePointer<uv_loop_t>
+  let readBuffer: UnsafeMutableRawPointer
+  /// Scratch `uv_buf_t` array reused by every flush; libuv copies the array in
+  /// `uv_write` (`src/unix/stream.c`), so it is free again when the call returns.
+  let gatherBuffers: UnsafeMutablePointer<uv_buf_t>
+  private let prepareHandle: UnsafeMutablePointer<uv_prepare_t>
+  private let checkHandle: UnsafeMutablePointer<uv_check_t>
+  private let lingerTimer: UnsafeMutablePointer<uv_timer_t>
+  /// Connections with bytes queued since the last flush, each listed once.
+  var dirtyConnections: [TCPConnection] = []
+  /// Connections in a graceful close, oldest first; see `lingerTimeoutMs`.
+  private let lingerQueue = RingBuffer<(deadlineMs: UInt64, connection: TCPConnection)>()
+  /// Upper bound on a graceful close (`shutdown()` or a peer's EOF with data still
+  /// queued): flush, half-close and wait for the peer's EOF, then close regardless.
+  /// Every deadline is now + this constant, so the FIFO queue is sorted by deadline
+  /// and one timer serves every lingering connection.
+  public let lingerTimeoutMs: UInt64
+  /// Counters; see `LoopStats`.
+  public internal(set) var stats = LoopStats()
+  private var isClosed = false
+
+  /// Creates a loop and its internal handles and ignores `SIGPIPE`, so writes to a
+  /// vanished peer fail with `EPIPE` instead of killing the process.
+  public init(lingerTimeoutMs: UInt64 = 2_000) {
+    _ = signal(SIGPIPE, SIG_IGN)
+    self.lingerTimeoutMs = lingerTimeoutMs
+    rawLoop = .allocate(capacity: 1)
+    readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+    gatherBuffers = .allocate(capacity: Self.maxGatherBuffers)
+    prepareHandle = .allocate(capacity: 1)
+    checkHandle = .allocate(capacity: 1)
+    lingerTimer = .allocate(capacity: 1)
+    dirtyConnections.reserveCapacity(1024)
+    preconditionLibUVSucceeded(uv_loop_init(rawLoop), "uv_loop_init")
+    // Unretained: the Loop outlives its uv_loop_t, which close() frees.
+    rawLoop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+    startInternalHandles()
+  }
+
+  deinit {
+    precondition(isClosed, "Loop dropped without close(): its handles would leak")
+  }
+
+  /// The cork: flush dirty connections before the loop may block (prepare) and
+  /// after I/O callbacks ran (check), so bytes written from any callback phase go
+  /// out in the same turn (uSockets' libuv back end hooks the same two phases).
+  /// Both are unreferenced so they never keep `run()` alive on their own.
+  private func startInternalHandles() {
+    uv_prepare_init(rawLoop, prepareHandle)
+    uv_check_init(rawLoop, checkHandle)
+    uv_timer_init(rawLoop, lingerTimer)
+    preconditionLibUVSucceeded(uv_prepare_start(prepareHandle, prepareFlushCallback), "uv_prepare_start")
+    preconditionLibUVSucceeded(uv_check_start(checkHandle, checkFlushCallback), "uv_check_start")
+    uv_unref(prepareHandle.cast())
+    uv_unref(checkHandle.cast())
+    uv_unref(lingerTimer.cast())
+  }
+
+  /// Runs (`UV_RUN_DEFAULT`) until `stop()` or until no referenced handle or request
+  /// is active.
+  public func run() {
+    precondition(!isClosed, "run() on a closed Loop")
+    _ = uv_run(rawLoop, UV_RUN_DEFAULT)
+  }
+
+  /// Runs one iteration: polls without blocking when `nowait`, else blocks for I/O once.
+  public func runOnce(nowait: Bool) {
+    precondition(!isClosed, "runOnce() on a closed Loop")
+    _ = uv_run(rawLoop, nowait ? UV_RUN_NOWAIT : UV_RUN_ONCE)
+  }
+
+  /// Makes `run()` return after the current iteration.
+  public func stop() {
+    uv_stop(rawLoop)
+  }
+
+  /// The loop's cached monotonic time in milliseconds (`uv_now`), updated at the
+  /// start of each iteration (`docs/src/loop.rst`); feed this to the core as `now`.
+  public var nowMs: UInt64 { uv_now(rawLoop) }
+
+  /// Refreshes the cached `nowMs` (`uv_update_time`).
+  public func updateTime() {
+    uv_update_time(rawLoop)
+  }
+
+  /// Monotonic high-resolution time in nanoseconds (`uv_hrtime`). Never mix with `nowMs`.
+  public static func hrtimeNs() -> UInt64 {
+    uv_hrtime()
+  }
+
+  /// Wall-clock Unix time in milliseconds (`uv_gettimeofday`), for logs and tokens only.
+  public static func wallClockMs() -> Int64 {
+    var time = uv_timeval64_t()
+    preconditionLibUVSucceeded(uv_gettimeofday(&time), "uv_gettimeofday")
+    return time.tv_sec * 1_000 + Int64(time.tv_usec / 1_000)
+  }
+
+  /// Raises the soft `RLIMIT_NOFILE` towards `target`, capped at the hard limit, and
+  /// returns the soft limit in force afterwards. Never lowers it.
+  public static func raiseOpenFileLimit(to target: Int) -> Int {
+    var limit = rlimit()
+    guard getrlimit(resourceNoFile, &limit) == 0 else { return -1 }
+    let wanted = min(rlim_t(max(target, 0)), limit.rlim_max)
+    if wanted > limit.rlim_cur {
+      var raised = limit
+      raised.rlim_cur = wanted
+      if setrlimit(resourceNoFile, &raised) == 0 { limit = raised }
+    }
+    return limit.rlim_cur >= rlim_t(Int.max) ? Int.max : Int(limit.rlim_cur)
+  }
+
+  /// Closes every remaining handle (`uv_walk` + `uv_close`), runs until all close
+  /// callbacks have run (connections report `onClose` here), then `uv_loop_close`,
+  /// which must succeed: anything else means a handle or request leaked (the
+  /// `MAKE_VALGRIND_HAPPY` check of libuv's own tests).
+  ///
+  /// Handles created by other libraries on this loop must be closed by their owners
+  /// first: the walk closes only handles still open, with this module's callback.
+  public func close() {
+    precondition(!isClosed, "Loop.close() called twice")
+    uv_close(prepareHandle.cast(), nil)
+    uv_close(checkHandle.cast(), nil)
+    uv_close(lingerTimer.cast(), nil)
+    lingerQueue.removeAll()
+    var result = UV_EBUSY.rawValue
+    // Close callbacks run user code that may open new handles; retry a few times.
+    for _ in 0..<4 where result != 0 {
+      uv_walk(rawLoop, walkCloseCallback, nil)
+      _ = uv_run(rawLoop, UV_RUN_DEFAULT)
+      result = uv_loop_close(rawLoop)
+    }
+    precondition(result == 0, "uv_loop_close: \(LoopError(code: result)) (leaked handle or request)")
+    dirtyConnections.removeAll()
+    isClosed = true
+    freeMemory()
+  }
+
+  private func freeMemory() {
+    prepareHandle.deallocate()
+    checkHandle.deallocate()
+    lingerTimer.deallocate()
+    gatherBuffers.deallocate()
+    readBuffer.deallocate()
+    rawLoop.deallocate()
+  }
+}
+
+@available(*, unavailable)
+extension Loop: Sendable {}
+
+#if canImport(Glibc)
+  private let resourceNoFile = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+#else
+  private let resourceNoFile = RLIMIT_NOFILE
+#endif
+
+/// `uv_walk_cb` for `Loop.close()`: closes each handle not already closing.
+private func walkCloseCallback(_ handle: UnsafeMutablePointer<uv_handle_t>?, _: UnsafeMutableRawPointer?) {
+  guard let handle, uv_is_closing(handle) == 0 else { return }
+  uv_close(handle, handleCloseCallback)
+}
+
+/// The `uv_prepare_cb` of the cork.
+private func prepareFlushCallback(_ handle: UnsafeMutablePointer<uv_prepare_t>?) {
+  guard let handle else { return }
+  unretainedOwner(handle.pointee.loop.pointee.data, as: Loop.self).flushDirtyConnections()
+}
+
+/// The `uv_check_cb` of the cork.
+private func checkFlushCallback(_ handle: UnsafeMutablePointer<uv_check_t>?) {
+  guard let handle else { return }
+  unretainedOwner(handle.pointee.loop.pointee.data, as: Loop.self).flushDirtyConnections()
+}
+
+extension Loop {
+  /// Flushes every connection written to since the last flush. Connections dirtied
+  /// during the pass (e.g. by a failing write closing a peer) are flushed in the same
+  /// pass: the index walks the growing array.
+  func flushDirtyConnections() {
+    guard !dirtyConnections.isEmpty else { return }
+    var index = 0
+    while index < dirtyConnections.count {
+      dirtyConnections[index].flushPending()
+      index += 1
+    }
+    dirtyConnections.removeAll(keepingCapacity: true)
+  }
+
+  /// Puts `connection` in the linger queue with a deadline `lingerTimeoutMs` from now.
+  func registerLinger(_ connection: TCPConnection) {
+    let wasEmpty = lingerQueue.isEmpty
+    lingerQueue.append((uv_now(rawLoop) + lingerTimeoutMs, connection))
+    if wasEmpty { armLingerTimer() }
+  }
+
+  private func armLingerTimer() {
+    guard !lingerQueue.isEmpty else { return }
+    let deadline = lingerQueue.front.pointee.deadlineMs
+    let now = uv_now(rawLoop)
+    let delay = deadline > now ? deadline - now : 0
+    preconditionLibUVSucceeded(uv_timer_start(lingerTimer, lingerTimerCallback, delay, 0), "uv_timer_start")
+  }
+
+  /// Closes every connection whose linger deadline passed. Entries of connections
+  /// that closed earlier are simply dropped here (lazy deletion).
+  fileprivate func expireLingeringConnections() {
+    let now = uv_now(rawLoop)
+    while !lingerQueue.isEmpty, lingerQueue.front.pointee.deadlineMs <= now {
+      lingerQueue.removeFirst().connection.lingerDidExpire()
+    }
+    armLingerTimer()
+  }
+}
+
+private func lingerTimerCallback(_ timer: UnsafeMutablePointer<uv_timer_t>?) {
+  guard let timer else { return }
+  unretainedOwner(timer.pointee.loop.pointee.data, as: Loop.self).expireLingeringConnections()
+}

@@ -1,0 +1,46 @@
+/// Immutable bytes shared by reference between many connections' write queues.
+///
+/// Fan-out encodes and frames an event once, then enqueues the same buffer to N
+/// connections (uWebSockets' `TopicTree`, DESIGN.md "The hot path"): each queue holds
+/// a reference, never a copy. The bytes live in their own heap block whose address
+/// never changes, which is what `uv_write` needs: libuv copies the `uv_buf_t` array
+/// but not the bytes, and those must stay valid until the write callback
+/// (`docs/src/stream.rst`). A queue entry keeps the buffer alive until then.
+///
+/// The class is immutable after `init`, hence safe to share; it is still not
+/// `Sendable` because its only consumers are loop-bound.
+public final class OutboundBuffer {
+  /// Start of the bytes; `count` bytes, or a 1-byte dummy block when empty.
+  let base: UnsafeMutableRawPointer
+  /// Number of bytes.
+  public let count: Int
+
+  /// Copies `bytes` once into a stable heap block.
+  public convenience init(bytes: [UInt8]) {
+    self.init(count: bytes.count) { destination in
+      bytes.withUnsafeBytes { source in destination.copyMemory(from: source) }
+    }
+  }
+
+  /// Allocates `count` bytes and lets `initializer` fill them in place, e.g. a frame
+  /// header followed by the payload, without an intermediate array. The initializer
+  /// must write every byte.
+  public init(count: Int, initializer: (UnsafeMutableRawBufferPointer) -> Void) {
+    precondition(count >= 0, "OutboundBuffer count must not be negative")
+    self.count = count
+    self.base = .allocate(byteCount: max(count, 1), alignment: 16)
+    initializer(UnsafeMutableRawBufferPointer(start: base, count: count))
+  }
+
+  deinit {
+    base.deallocate()
+  }
+
+  /// Read-only view of the bytes, valid during `body` (for tests and logging).
+  public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+    try body(UnsafeRawBufferPointer(start: base, count: count))
+  }
+}
+
+@available(*, unavailable)
+extension OutboundBuffer: Sendable {}

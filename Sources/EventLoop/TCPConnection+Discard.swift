@@ -1,0 +1,24 @@
+extension TCPConnection {
+  /// Drops every queued buffer the kernel has not started on, keeping the ones a
+  /// `uv_write` has in flight and a partially written front buffer, so what follows
+  /// (a close frame to a slow consumer) still starts on a frame boundary.
+  /// Returns the number of bytes dropped.
+  @discardableResult
+  public func discardUnsent() -> Int {
+    var keep = writeInFlight ? inFlightBufferCount : 0
+    if keep == 0, !pending.isEmpty, pending.front.pointee.offset > 0 { keep = 1 }
+    guard pending.count > keep else { return 0 }
+    var kept: [PendingWrite] = []
+    kept.reserveCapacity(keep)
+    for index in 0..<keep { kept.append(pending.pointer(at: index).pointee) }
+    var dropped = 0
+    for index in keep..<pending.count {
+      let entry = pending.pointer(at: index).pointee
+      dropped += entry.buffer.count - entry.offset
+    }
+    pending.removeAll()
+    for entry in kept { pending.append(entry) }
+    queuedBytes -= dropped
+    return dropped
+  }
+}

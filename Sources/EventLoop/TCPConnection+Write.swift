@@ -1,0 +1,138 @@
+import CLibUV
+
+/// One queued write: a shared buffer and how much of it the kernel already took.
+struct PendingWrite {
+  let buffer: OutboundBuffer
+  var offset: Int
+}
+
+extension TCPConnection {
+  /// Queues `buffer` (by reference: fan-out enqueues one buffer to many connections).
+  ///
+  /// Nothing is written immediately: the loop's cork flushes every connection written
+  /// during a turn once, gathering its queue into one `uv_try_write` (uWebSockets'
+  /// cork). Returns false and queues nothing when the connection is closing or shutting
+  /// down, or when `queuedBytes + buffer.count` would exceed `maxOutboundBytes`; the
+  /// caller then treats the peer as a slow consumer and closes it.
+  @discardableResult
+  public func write(_ buffer: OutboundBuffer) -> Bool {
+    guard state == .open, buffer.count <= maxOutboundBytes - queuedBytes else { return false }
+    guard buffer.count > 0 else { return true }
+    pending.append(PendingWrite(buffer: buffer, offset: 0))
+    queuedBytes += buffer.count
+    markDirty()
+    return true
+  }
+
+  /// Copies `bytes` into a new `OutboundBuffer` and queues it; see `write(_: OutboundBuffer)`.
+  @discardableResult
+  public func write(_ bytes: [UInt8]) -> Bool {
+    guard state == .open, bytes.count <= maxOutboundBytes - queuedBytes else { return false }
+    return write(OutboundBuffer(bytes: bytes))
+  }
+
+  /// Flushes this connection's queue now instead of at the end of the turn.
+  public func flushNow() {
+    flushPending()
+  }
+
+  func markDirty() {
+    guard !isDirty else { return }
+    isDirty = true
+    loop.dirtyConnections.append(self)
+  }
+
+  /// Writes as much of the queue as the kernel takes now (`uv_try_write`, one
+  /// `writev` of up to `Loop.maxGatherBuffers` buffers), then hands the remainder to
+  /// one `uv_write` whose buffers stay queued (alive) until its callback. With a
+  /// `uv_write` in flight this waits for its callback, which re-marks the connection.
+  func flushPending() {
+    isDirty = false
+    guard state == .open || state == .shuttingDown, !writeInFlight, !pending.isEmpty else { return }
+    loop.stats.flushes &+= 1
+    let (bufferCount, _) = gatherPending()
+    loop.stats.tryWriteCalls &+= 1
+    let result = uv_try_write(stream, loop.gatherBuffers, UInt32(bufferCount))
+    if result > 0 {
+      consumeWritten(Int(result))
+    } else if result < 0 && result != UV_EAGAIN.rawValue {
+      return fail(LoopError(code: result))
+    }
+    if pending.isEmpty {
+      startShutdownRequestIfReady()
+    } else {
+      submitWrite()
+    }
+  }
+
+  /// Fills the loop's scratch `uv_buf_t` array from the front of the queue.
+  /// Returns the number of buffers and bytes gathered.
+  private func gatherPending() -> (bufferCount: Int, byteCount: Int) {
+    let bufferCount = min(pending.count, Loop.maxGatherBuffers)
+    var byteCount = 0
+    for index in 0..<bufferCount {
+      let entry = pending.pointer(at: index)
+      let length = entry.pointee.buffer.count - entry.pointee.offset
+      let base = entry.pointee.buffer.base + entry.pointee.offset
+      loop.gatherBuffers[index] = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: length)
+      byteCount += length
+    }
+    return (bufferCount, byteCount)
+  }
+
+  /// Drops fully written buffers from the front of the queue and advances the
+  /// offset of a partially written one, so the remainder goes out next.
+  private func consumeWritten(_ byteCount: Int) {
+    queuedBytes -= byteCount
+    loop.stats.bytesWritten &+= UInt64(byteCount)
+    var remaining = byteCount
+    while remaining > 0 {
+      let entry = pending.front
+      let left = entry.pointee.buffer.count - entry.pointee.offset
+      if remaining >= left {
+        remaining -= left
+        pending.removeFirst()
+      } else {
+        entry.pointee.offset += remaining
+        remaining = 0
+      }
+    }
+  }
+
+  /// Issues one `uv_write` for the front of the queue, reusing the connection's
+  /// write request (allocated once): at most one write is in flight at a time.
+  private func submitWrite() {
+    let (bufferCount, byteCount) = gatherPending()
+    let request = writeRequest ?? .allocate(capacity: 1)
+    writeRequest = request
+    // Unretained: libuv's +1 on the handle keeps self alive until the close
+    // callback, which libuv runs only after this request's callback.
+    request.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+    let result = uv_write(request, stream, loop.gatherBuffers, UInt32(bufferCount), writeCallback)
+    guard result == 0 else { return fail(LoopError(code: result)) }
+    loop.stats.writeRequests &+= 1
+    writeInFlight = true
+    inFlightBufferCount = bufferCount
+    inFlightByteCount = byteCount
+  }
+
+  fileprivate func writeDidComplete(status: Int32) {
+    writeInFlight = false
+    // Cancelled: the handle is closing; the queue is released in the close callback.
+    guard status != UV_ECANCELED.rawValue else { return }
+    guard status == 0 else { return fail(LoopError(code: status)) }
+    pending.removeFirst(inFlightBufferCount)
+    queuedBytes -= inFlightByteCount
+    loop.stats.bytesWritten &+= UInt64(inFlightByteCount)
+    inFlightBufferCount = 0
+    inFlightByteCount = 0
+    if pending.isEmpty { startShutdownRequestIfReady() } else { markDirty() }
+  }
+}
+
+/// `uv_write_cb`. Runs before the handle's close callback even when the write was
+/// cancelled by `uv_close` (`docs/src/handle.rst`), so the connection is still alive.
+private func writeCallback(_ request: UnsafeMutablePointer<uv_write_t>?, _ status: Int32) {
+  guard let request else { return }
+  unretainedOwner(request.pointee.data, as: TCPConnection.self).writeDidComplete(status: status)
+}

@@ -1,0 +1,65 @@
+// Every limit of the contract as a named setting with its default (PROTOCOL.md; the
+// shell maps command-line flags onto these). All durations in milliseconds.
+
+/// Limits and timings the core enforces.
+public struct CoreConfig: Sendable {
+  /// §3: no secret → accept only `hello.dev`, any session.
+  public var devMode: Bool
+  /// §1 `--max-message-bytes`; enforced by the shell's frame layer, kept here for `welcome`
+  /// and for consistency checks.
+  public var maxMessageBytes = 65_536
+  /// §6 `--max-participants` per session → `session_full`.
+  public var maxParticipants = 1_000
+  /// §6 `--max-sessions-per-connection` → `rate_limited`.
+  public var maxSessionsPerConnection = 16
+  /// §2 `--max-bad-messages` consecutive → close 4029.
+  public var maxBadMessages = 20
+  /// §7a `--message-rate` per participant per `messageWindowMs` (sliding).
+  public var messageRate = 20
+  public var messageWindowMs: Int64 = 1_000
+  /// §7 raise/lower commands per participant per `handWindowMs` (sliding).
+  public var handRate = 10
+  public var handWindowMs: Int64 = 10_000
+  /// §1: `hello` within this long of the upgrade, else close 4501.
+  public var helloTimeoutMs: Int64 = 10_000
+  /// §5 heartbeat values, advertised in `welcome.heartbeat`.
+  public var heartbeatIntervalMs: Int64 = 10_000
+  public var heartbeatTimeoutMs: Int64 = 15_000
+  /// §5 grace for lost participants (normal / after `client.background true`).
+  public var graceMs: Int64 = 30_000
+  public var backgroundGraceMs: Int64 = 120_000
+  /// §5 idle timeout of a lone participant.
+  public var idleTimeoutMs: Int64 = 180_000
+  /// §8 replay log bounds per session.
+  public var replayEvents = 1_000
+  public var replayAgeMs: Int64 = 300_000
+  /// §9 ring timeout.
+  public var ringTimeoutMs: Int64 = 45_000
+  /// `welcome.server.version`.
+  public var serverVersion: String
+
+  public init(devMode: Bool, serverVersion: String) {
+    self.devMode = devMode
+    self.serverVersion = serverVersion
+  }
+}
+
+/// Counters for `/metrics` (§10). Dictionaries are keyed by wire names; the shell
+/// sorts keys when it renders them.
+public struct CoreStats: Sendable, Equatable {
+  /// Open connections (opened and not yet `closed`).
+  public var connections = 0
+  public var sessions = 0
+  public var participants = 0
+  public var commandsByType: [String: UInt64] = [:]
+  /// Every event the core encoded (session and personal), by `type`.
+  public var eventsByType: [String: UInt64] = [:]
+  /// Recipient count summed over session-event sends (fan-out deliveries).
+  public var deliveries: UInt64 = 0
+  public var errorsByCode: [String: UInt64] = [:]
+  public var lost: UInt64 = 0
+  public var restored: UInt64 = 0
+  public var timedOut: UInt64 = 0
+
+  public init() {}
+}

@@ -1,0 +1,106 @@
+// `hello` → `welcome` (§3 identity, §4 lifecycle). Resume (§8) and ringing delivery
+// (§9) hook in here.
+import RelayProtocol
+
+extension RelayCore {
+  func handleHello(_ hello: Hello, _ request: Request) throws(Refusal) {
+    let connection = request.connection
+    guard connection.phase == .awaitingHello else {
+      throw Refusal(.conflict, "hello was already accepted on this connection")
+    }
+    guard let identity = try authenticate(hello, request) else { return }
+    connection.identity = identity
+    connection.phase = .ready
+    connection.publicId = ids.token(byteCount: 12)
+    connection.resumeToken = ids.token(byteCount: 24)
+    resumeTokens[connection.resumeToken] = identity.uid
+    user(identity.uid).connections.append(connection.id)
+    let resumed = resume(hello.resume, request)
+    sendWelcome(request, resumed: resumed)
+    deliverRingingCalls(to: connection, at: request.at)
+    replayResumedSessions(hello.resume, request)
+  }
+
+  /// §3: dev mode takes only `hello.dev` (every dev user may join any session); token
+  /// mode only a valid `hello.token`. The wrong credential, or a refused token, is
+  /// `unauthorized` + close 4501 (nil); no credential at all is a `bad_request` (the
+  /// client may still send a proper hello before the deadline).
+  func authenticate(_ hello: Hello, _ request: Request) throws(Refusal) -> Identity? {
+    if config.devMode {
+      if let dev = hello.dev {
+        return Identity(
+          uid: dev.uid, name: dev.name, avatar: dev.avatar, role: dev.role, sessions: .any)
+      }
+      if hello.token != nil {
+        refuseHello(request, "dev mode accepts only hello.dev")
+        return nil
+      }
+      throw Refusal(.badRequest, "hello needs dev {uid, name}")
+    }
+    if let token = hello.token {
+      if let identity = verifyToken(token, request.at.wallMs) { return identity }
+      refuseHello(request, "invalid or expired token")
+      return nil
+    }
+    if hello.dev != nil {
+      refuseHello(request, "hello.dev is accepted only in dev mode")
+      return nil
+    }
+    throw Refusal(.badRequest, "hello needs a token")
+  }
+
+  func refuseHello(_ request: Request, _ message: String) {
+    sendError(request.c, code: .unauthorized, message: message, re: request.id)
+    close(request.connection, code: CloseCode.unauthorized, reason: "unauthorized", at: request.at)
+  }
+
+  /// §4 `welcome {connectionId, resumeToken, user, heartbeat, resumed, server}`.
+  func sendWelcome(_ request: Request, resumed: Bool) {
+    let connection = request.connection
+    let identity = request.identity
+    sendPersonal(request.c, type: "welcome", re: request.id) { w in
+      w.field("connectionId", connection.publicId)
+      w.field("resumeToken", connection.resumeToken)
+      w.key("user")
+      w.beginObject()
+      w.field("uid", identity.uid)
+      w.field("name", identity.name)
+      w.optionalField("avatar", identity.avatar)
+      w.field("role", identity.role.rawValue)
+      w.endObject()
+      w.key("heartbeat")
+      w.beginObject()
+      w.field("interval", config.heartbeatIntervalMs)
+      w.field("timeout", config.heartbeatTimeoutMs)
+      w.endObject()
+      w.field("resumed", resumed)
+      w.key("server")
+      w.beginObject()
+      w.field("version", config.serverVersion)
+      w.endObject()
+    }
+  }
+
+  func user(_ uid: String) -> User {
+    if let existing = users[uid] { return existing }
+    let created = User(uid: uid)
+    users[uid] = created
+    return created
+  }
+
+  // MARK: Hooks for later work
+
+  /// §8 resume. TODO(resume): look up `request.resume.token` in `resumeTokens` (must map
+  /// to this uid), close the old connection with 4509 if open, re-attach the user's
+  /// participants (participant.restored if lost) and return true. Until then every
+  /// hello is a fresh start (`resumed: false`, §8 "the client joins afresh").
+  func resume(_ resume: ResumeRequest?, _ request: Request) -> Bool { false }
+
+  /// §8 replay after `welcome`: per listed session, `Session.replay.events(after:…)`
+  /// then `session.resumed`, or a fresh `session.joined` with `recovered: false`.
+  /// TODO(resume).
+  func replayResumedSessions(_ resume: ResumeRequest?, _ request: Request) {}
+
+  /// §4.2 / §9: `call.incoming` for every call still ringing this user. TODO(ringing).
+  func deliverRingingCalls(to connection: Connection, at: Instant) {}
+}

@@ -1,0 +1,137 @@
+// The relay as a deterministic state machine (DESIGN.md, "Why the core is a pure state
+// machine"): inputs carry their Instant, outputs are Effects drained by the shell.
+public import RelayProtocol
+
+/// The relay core. Not thread-safe: the shell calls it from its one loop thread.
+public final class RelayCore {
+  public let config: CoreConfig
+  let ids: any IdentifierSource
+  let verifyToken: (String, Int64) -> Identity?
+  let decoderLimits = DecoderLimits()
+
+  var connections: [ConnectionID: Connection] = [:]
+  var users: [String: User] = [:]
+  var sessions: [String: Session] = [:]
+  /// `welcome.resumeToken` → uid (§8: valid only for the user it was issued to).
+  var resumeTokens: [String: String] = [:]
+  var deadlines = DeadlineQueue()
+  var effects: [Effect] = []
+  var counters = CoreStats()
+
+  /// `verifyToken(token, nowWallMs)` returns the identity of a valid token, nil for a
+  /// refused one (→ close 4501, §3). Unused in dev mode.
+  public init(
+    config: CoreConfig, ids: any IdentifierSource,
+    verifyToken: @escaping (String, Int64) -> Identity?
+  ) {
+    self.config = config
+    self.ids = ids
+    self.verifyToken = verifyToken
+  }
+
+  // MARK: Transport inputs
+
+  /// The WebSocket upgrade completed: the `hello` deadline starts (§1).
+  public func open(_ c: ConnectionID, at: Instant) {
+    precondition(connections[c] == nil, "connection \(c) opened twice")
+    connections[c] = Connection(id: c, at: at)
+    counters.connections += 1
+    deadlines.schedule(at: at.monoMs + config.helloTimeoutMs, .hello(c))
+  }
+
+  /// One complete inbound text message. Also proves liveness (§5).
+  public func receive(_ c: ConnectionID, text: [UInt8], at: Instant) {
+    guard let connection = connections[c], connection.phase != .closing else { return }
+    connection.lastInboundMonoMs = at.monoMs
+    switch CommandDecoder.decode(text, limits: decoderLimits) {
+    case .failure(let error):
+      rejectBadMessage(connection, error, at: at)
+    case .success(let envelope):
+      counters.commandsByType[envelope.command.typeName, default: 0] += 1
+      dispatch(envelope, on: connection, at: at)
+    }
+  }
+
+  /// Any other inbound frame (ping, pong, close) proves liveness (§5).
+  public func alive(_ c: ConnectionID, at: Instant) {
+    connections[c]?.lastInboundMonoMs = at.monoMs
+  }
+
+  /// The transport is gone. Called exactly once per opened connection, also after the
+  /// core itself asked for `.close`. `clean`: a close handshake happened.
+  public func closed(_ c: ConnectionID, clean: Bool, at: Instant) {
+    guard let connection = connections.removeValue(forKey: c) else { return }
+    counters.connections -= 1
+    if connection.phase != .closing {
+      if clean { detachLeaving(connection, at: at) } else { connectionLost(connection, at: at) }
+    }
+    forget(connection)
+  }
+
+  /// Fires every deadline due at `at.monoMs`.
+  public func tick(at: Instant) {
+    while let deadline = deadlines.popDue(at.monoMs) {
+      fire(deadline.kind, at: at)
+    }
+  }
+
+  /// Monotonic ms of the earliest deadline still wanted; the shell arms one timer to it.
+  public var nextDeadline: Int64? {
+    while let first = deadlines.first, !isWanted(first.kind) { deadlines.popFirst() }
+    return deadlines.first?.atMonoMs
+  }
+
+  /// Drains the effects produced so far, in order.
+  public func takeEffects() -> [Effect] {
+    defer { effects.removeAll(keepingCapacity: true) }
+    return effects
+  }
+
+  /// Counters for `/metrics` (§10).
+  public var stats: CoreStats {
+    var snapshot = counters
+    snapshot.sessions = sessions.count
+    snapshot.participants = sessions.values.reduce(0) { $0 + $1.count }
+    return snapshot
+  }
+
+  // MARK: Output helpers
+
+  func send(_ payload: Payload, to recipients: [ConnectionID], type: String) {
+    counters.eventsByType[type, default: 0] += 1
+    guard !recipients.isEmpty else { return }
+    effects.append(.send(payload, to: recipients))
+  }
+
+  /// A personal message to one connection.
+  func sendPersonal(_ c: ConnectionID, type: String, re: String? = nil, _ body: (inout JSONWriter) -> Void = { _ in }) {
+    send(makeMessage(type: type, re: re, body), to: [c], type: type)
+  }
+
+  func sendError(_ c: ConnectionID, code: ErrorCode, message: String, re: String?) {
+    counters.errorsByCode[code.rawValue, default: 0] += 1
+    sendPersonal(c, type: "error", re: re) { w in
+      w.field("code", code.rawValue)
+      w.field("message", message)
+    }
+  }
+
+  /// Asks the shell to close; the connection leaves its sessions at once (as a clean
+  /// leave) and ignores further input until `closed`.
+  func close(_ connection: Connection, code: UInt16, reason: String, at: Instant) {
+    guard connection.phase != .closing else { return }
+    detachLeaving(connection, at: at)
+    connection.phase = .closing
+    effects.append(.close(connection.id, code: code, reason: reason))
+  }
+
+  /// §2: bad messages are answered, counted, and close with 4029 when consecutive ones
+  /// reach `maxBadMessages`.
+  func rejectBadMessage(_ connection: Connection, _ error: CommandError, at: Instant) {
+    sendError(connection.id, code: error.code, message: error.message, re: error.re)
+    connection.badMessages += 1
+    if connection.badMessages >= config.maxBadMessages {
+      close(connection, code: CloseCode.tooManyBadMessages, reason: "too many bad messages", at: at)
+    }
+  }
+}

@@ -1,0 +1,174 @@
+// Sessions (§6): join with snapshot, takeover, leave, removal, and the emission of
+// session events (§2: numbered, recorded, sent to every current member).
+import RelayProtocol
+
+/// Why a participant leaves a session (`participant.left.reason`, `hand.lowered.reason`).
+enum LeaveReason: String {
+  case left, removed, idle
+  case timedOut = "timed_out"
+}
+
+extension RelayCore {
+  // MARK: Session events
+
+  /// Encodes one session event once (§2: `{type, session, seq, ts, …}`), records it in
+  /// the replay log and sends the one payload to every connected member except
+  /// `excluding` (only the joiner, whose event is folded into its snapshot).
+  @discardableResult
+  func emit(
+    _ session: Session, _ type: String, at: Instant, excluding: ConnectionID? = nil,
+    _ body: (inout JSONWriter) -> Void
+  ) -> Int64 {
+    session.seq += 1
+    var writer = JSONWriter()
+    writer.beginObject()
+    writer.field("type", type)
+    writer.field("session", session.id)
+    writer.field("seq", session.seq)
+    writer.field("ts", at.wallMs)
+    body(&writer)
+    writer.endObject()
+    let payload = Payload(writer.bytes)
+    session.replay.append(ReplayEntry(seq: session.seq, atMonoMs: at.monoMs, payload: payload))
+    let recipients = session.connections(excluding: excluding)
+    counters.deliveries += UInt64(recipients.count)
+    send(payload, to: recipients, type: type)
+    return session.seq
+  }
+
+  /// §6 `session.joined {session, seq, self, participants, hands}`.
+  func sendSnapshot(_ session: Session, to c: ConnectionID, uid: String) {
+    guard let me = session[uid] else { return }
+    sendPersonal(c, type: "session.joined") { w in
+      w.field("session", session.id)
+      w.field("seq", session.seq)
+      w.key("self")
+      w.participant(me)
+      w.membersAndHands(session)
+    }
+  }
+
+  /// The session a member connection acts in. Membership is per connection (§7a), and
+  /// a session the connection is not in is `not_in_session` whether it exists or not
+  /// (so outsiders cannot probe session ids).
+  func memberSession(_ id: String, _ request: Request) throws(Refusal) -> (Session, Participant) {
+    guard request.connection.sessions.contains(id), let session = sessions[id],
+      let me = session[request.uid], me.connection == request.c
+    else { throw Refusal(.notInSession, "not in session \(id)") }
+    return (session, me)
+  }
+
+  // MARK: Join (§6)
+
+  func join(_ id: String, _ request: Request) throws(Refusal) {
+    let identity = request.identity
+    guard config.devMode || identity.sessions.allows(id) || user(identity.uid).grantedSessions.contains(id)
+    else { throw Refusal(.forbidden, "token does not allow session \(id)") }
+    if request.connection.sessions.contains(id), let session = sessions[id] {
+      // Joining again from the same connection: idempotent, a fresh snapshot.
+      ok(request)
+      sendSnapshot(session, to: request.c, uid: identity.uid)
+      return
+    }
+    guard request.connection.sessions.count < config.maxSessionsPerConnection else {
+      throw Refusal(.rateLimited, "at most \(config.maxSessionsPerConnection) sessions per connection")
+    }
+    let session = sessions[id] ?? Session(id: id, config: config)
+    if let existing = session[identity.uid] {
+      ok(request)
+      takeOver(existing, in: session, request)
+    } else {
+      guard session.count < config.maxParticipants else {
+        throw Refusal(.sessionFull, "session \(id) is full")
+      }
+      ok(request)
+      addParticipant(to: session, request)
+    }
+    sendSnapshot(session, to: request.c, uid: identity.uid)
+  }
+
+  func addParticipant(to session: Session, _ request: Request) {
+    sessions[session.id] = session
+    let participant = Participant(identity: request.identity, connection: request.c, at: request.at, config: config)
+    session.add(participant)
+    request.connection.sessions.append(session.id)
+    // TODO(idle, §5): a join cancels the session's idle countdown.
+    // §2: the joiner's own participant.joined is folded into its snapshot.
+    emit(session, "participant.joined", at: request.at, excluding: request.c) { w in
+      w.key("participant")
+      w.participant(participant)
+    }
+  }
+
+  /// §6: the same user joining from another connection takes over its participant.
+  /// The older connection gets `session.left {replaced}` and stays open; members see
+  /// `participant.restored` only if the user was lost.
+  func takeOver(_ participant: Participant, in session: Session, _ request: Request) {
+    if let old = participant.connection, let oldConnection = connections[old] {
+      oldConnection.sessions.removeAll { $0 == session.id }
+      sendSessionLeft(session.id, to: old, reason: "replaced")
+    }
+    participant.connection = request.c
+    request.connection.sessions.append(session.id)
+    participant.name = request.identity.name
+    participant.avatar = request.identity.avatar
+    participant.role = request.identity.role
+    if participant.status == .lost {
+      participant.status = .connected
+      counters.restored += 1
+      emit(session, "participant.restored", at: request.at, excluding: request.c) { w in
+        w.field("uid", participant.uid)
+      }
+    }
+  }
+
+  func sendSessionLeft(_ session: String, to c: ConnectionID, reason: String) {
+    sendPersonal(c, type: "session.left") { w in
+      w.field("session", session)
+      w.field("reason", reason)
+    }
+  }
+
+  // MARK: Leave and removal (§6)
+
+  func leave(_ id: String, _ request: Request) throws(Refusal) {
+    _ = try memberSession(id, request)
+    ok(request)
+    sendSessionLeft(id, to: request.c, reason: "left")
+    removeParticipant(request.uid, from: id, reason: .left, by: nil, at: request.at)
+  }
+
+  /// `participant.remove {session, uid}` (§6): host only; unknown uid → not_found.
+  func removeByHost(_ id: String, uid: String, _ request: Request) throws(Refusal) {
+    let (session, me) = try memberSession(id, request)
+    guard me.role == .host else { throw Refusal(.forbidden, "only a host may remove participants") }
+    guard let target = session[uid] else { throw Refusal(.notFound, "no participant \(uid)") }
+    ok(request)
+    if let c = target.connection { sendSessionLeft(id, to: c, reason: "removed") }
+    removeParticipant(uid, from: id, reason: .removed, by: request.uid, at: request.at)
+  }
+
+  /// Takes the participant out, then tells the remaining members (§6): `hand.lowered`
+  /// if its hand was up, then `participant.left`. `by` is the acting user; without one
+  /// (leave, admin, timeout) `hand.lowered.by` is the participant itself. An emptied
+  /// session is dropped (nobody is left to resume it).
+  func removeParticipant(_ uid: String, from id: String, reason: LeaveReason, by: String?, at: Instant) {
+    guard let session = sessions[id], let participant = session[uid] else { return }
+    if let c = participant.connection { connections[c]?.sessions.removeAll { $0 == id } }
+    session.remove(uid)
+    if let index = session.handIndex(of: uid) {
+      session.hands.remove(at: index)
+      emit(session, "hand.lowered", at: at) { w in
+        w.field("uid", uid)
+        w.field("by", by ?? uid)
+        w.field("reason", reason.rawValue)
+      }
+    }
+    emit(session, "participant.left", at: at) { w in
+      w.field("uid", uid)
+      w.field("reason", reason.rawValue)
+      w.optionalField("by", by)
+    }
+    if session.isEmpty { sessions[id] = nil }
+  }
+}

@@ -1,1 +1,0 @@
-// RelayProtocol: see DESIGN.md

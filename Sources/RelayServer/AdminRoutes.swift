@@ -1,0 +1,93 @@
+import EventLoop
+import RelayCore
+import RelayProtocol
+import RelayWebSocket
+
+extension RelayServer {
+  /// Admin API (contract §10); the caller has checked the bearer key.
+  func routeAdmin(_ conn: ServerConnection, _ method: String, _ parts: [String], body: [UInt8]) {
+    switch (method, parts.count) {
+    case ("POST", 2) where parts[1] == "sessions":
+      let id = core.createSession(at: now)
+      applyEffects()
+      respondJSON(conn, status: 201, object([("sessionId", .string(id))]))
+    case ("GET", 3) where parts[1] == "sessions":
+      guard let info = core.sessionInfo(parts[2]) else { return respondError(conn, 404, "not_found", "unknown session") }
+      respondJSON(conn, status: 200, info)
+    case ("DELETE", 5) where parts[1] == "sessions" && parts[3] == "participants":
+      let removed = core.removeParticipant(session: parts[2], uid: parts[4], at: now)
+      applyEffects()
+      guard removed else { return respondError(conn, 404, "not_found", "unknown session or participant") }
+      respondJSON(conn, status: 200, object([("removed", .bool(true))]))
+    case ("POST", 2) where parts[1] == "tokens":
+      mintToken(conn, body: body)
+    case (_, 2), (_, 3), (_, 5):
+      respond(conn, status: 405, body: [])
+    default:
+      respond(conn, status: 404, body: Array("not found".utf8))
+    }
+  }
+
+  /// `POST /v1/tokens {sub, name?, avatar?, sessions?, role?, ttl?}` → `{token}`;
+  /// 401 in dev mode (there is no secret to sign with).
+  private func mintToken(_ conn: ServerConnection, body: [UInt8]) {
+    guard let secret = config.secret else { return respond(conn, status: 401, body: []) }
+    guard let request = try? JSONParser.parse(body).objectValue,
+      let sub = request["sub"]?.stringValue, !sub.isEmpty
+    else { return respondError(conn, 400, "bad_request", "expected {\"sub\": string, ...}") }
+    var sessions: [String]?
+    if let list = request["sessions"] {
+      guard let items = list.arrayValue?.compactMap(\.stringValue), items.count == list.arrayValue?.count else {
+        return respondError(conn, 400, "bad_request", "sessions must be an array of strings")
+      }
+      sessions = items
+    }
+    var role: Role?
+    if let r = request["role"] {
+      guard let s = r.stringValue, let parsed = Role(rawValue: s) else {
+        return respondError(conn, 400, "bad_request", "role must be host or participant")
+      }
+      role = parsed
+    }
+    let ttl = request["ttl"]?.numberValue?.int64 ?? 3_600_000
+    guard ttl > 0 else { return respondError(conn, 400, "bad_request", "ttl must be positive (ms)") }
+    let token = Tokens.mint(
+      secret: secret, sub: sub, name: request["name"]?.stringValue, avatar: request["avatar"]?.stringValue,
+      sessions: sessions, role: role, ttlMs: ttl, nowWallMs: now.wallMs)
+    respondJSON(conn, status: 200, object([("token", .string(token))]))
+  }
+
+  func respondError(_ conn: ServerConnection, _ status: Int, _ code: String, _ message: String) {
+    respondJSON(conn, status: status, object([("error", .string(code)), ("message", .string(message))]))
+  }
+
+  func object(_ members: [(String, JSONValue)]) -> [UInt8] {
+    JSONValue.object(JSONObject(members.map { (key: $0.0, value: $0.1) })).encoded()
+  }
+
+  /// Mirrors the core's counters into the Prometheus registry right before a scrape.
+  func refreshCoreMetrics() {
+    let s = core.stats
+    metrics.mirror("relay_core_connections", s.connections)
+    metrics.mirror("relay_sessions", s.sessions)
+    metrics.mirror("relay_participants", s.participants)
+    metrics.mirror("relay_fanout_deliveries", Int(s.deliveries))
+    metrics.mirror("relay_lost", Int(s.lost))
+    metrics.mirror("relay_restored", Int(s.restored))
+    metrics.mirror("relay_timed_out", Int(s.timedOut))
+    for (k, v) in s.commandsByType.sorted(by: { $0.key < $1.key }) {
+      metrics.mirror("relay_commands", labels: [("type", k)], Int(v))
+    }
+    for (k, v) in s.eventsByType.sorted(by: { $0.key < $1.key }) {
+      metrics.mirror("relay_events", labels: [("type", k)], Int(v))
+    }
+    for (k, v) in s.errorsByCode.sorted(by: { $0.key < $1.key }) {
+      metrics.mirror("relay_errors", labels: [("code", k)], Int(v))
+    }
+  }
+
+  /// Call actions over HTTP (contract §9); they land with the ringing work.
+  func routeCalls(_ conn: ServerConnection, _ head: HTTPRequestHead, _ parts: [String], body: [UInt8]) {
+    respond(conn, status: 404, body: Array("not found".utf8))
+  }
+}

@@ -1,0 +1,37 @@
+public import RelayCore
+
+/// Everything the I/O shell needs to know at start. Durations in milliseconds
+/// (contract: every duration in flags and protocol is ms).
+public struct ServerConfig: Sendable {
+  public var host = "127.0.0.1"
+  public var port = 8080
+  /// Enables `GET /v1/echo`, the plain echo used by RFC 6455 conformance suites.
+  public var echo = false
+  /// HS256 secret; nil means dev mode (loopback only, `hello.dev`).
+  public var secret: String?
+  /// Bearer key of the admin API; nil means every admin request gets 401.
+  public var adminKey: String?
+  public var maxMessageBytes = 65_536
+  public var maxOutboundBytes = 1_048_576
+  /// RFC 7230 leaves head limits to servers; the contract fixes 8 KiB and 10 s.
+  public var maxHeadBytes = 8192
+  public var headTimeoutMs: Int64 = 10_000
+  /// Largest HTTP request body the admin/call API reads.
+  public var maxBodyBytes = 65_536
+  /// How long we wait for the peer's close frame after sending ours (RFC 6455 §7.1.1:
+  /// the server should close TCP first, but give the client a moment to answer).
+  public var closeHandshakeTimeoutMs: Int64 = 2_000
+  public var drainTimeoutMs: Int64 = 10_000
+  public var webhookURL: String?
+  public var webhookSecret: String?
+  public var core: CoreConfig
+
+  public init(core: CoreConfig) { self.core = core }
+
+  public var devMode: Bool { secret == nil }
+
+  /// Dev mode must never be reachable from outside the machine (contract §3).
+  public static func isLoopback(_ host: String) -> Bool {
+    host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+  }
+}

@@ -1,0 +1,55 @@
+import CoreMetrics
+import Metrics
+import Prometheus
+import RelayCore
+
+/// Transport-level metrics, recorded through swift-metrics into a private
+/// Prometheus registry (one per server, so tests can run several servers in one
+/// process). Core counters are mirrored into the registry at scrape time.
+final class ServerMetrics {
+  let registry = PrometheusCollectorRegistry()
+  private let factory: PrometheusMetricsFactory
+
+  let connectionsOpen: CoreMetrics.Gauge
+  let websocketsOpen: CoreMetrics.Gauge
+  let connectionsAccepted: CoreMetrics.Counter
+  let bytesIn: CoreMetrics.Counter
+  let bytesOut: CoreMetrics.Counter
+  let slowConsumerCloses: CoreMetrics.Counter
+  let httpRequests: CoreMetrics.Counter
+  let commandLatency: Metrics.Timer
+  private var mirrored: [String: CoreMetrics.Gauge] = [:]
+
+  init() {
+    var f = PrometheusMetricsFactory(registry: registry)
+    f.defaultDurationHistogramBuckets = [
+      .microseconds(5), .microseconds(10), .microseconds(25), .microseconds(50),
+      .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1),
+      .milliseconds(5), .milliseconds(25), .milliseconds(100),
+    ]
+    factory = f
+    connectionsOpen = CoreMetrics.Gauge(label: "relay_connections_open", factory: f)
+    websocketsOpen = CoreMetrics.Gauge(label: "relay_websockets_open", factory: f)
+    connectionsAccepted = CoreMetrics.Counter(label: "relay_connections_accepted_total", factory: f)
+    bytesIn = CoreMetrics.Counter(label: "relay_bytes_in_total", factory: f)
+    bytesOut = CoreMetrics.Counter(label: "relay_bytes_out_total", factory: f)
+    slowConsumerCloses = CoreMetrics.Counter(label: "relay_slow_consumer_closes_total", factory: f)
+    httpRequests = CoreMetrics.Counter(label: "relay_http_requests_total", factory: f)
+    commandLatency = Metrics.Timer(label: "relay_command_duration_seconds", factory: f)
+  }
+
+  /// Sets a gauge mirrored from a core counter (`name` with optional labels).
+  func mirror(_ name: String, labels: [(String, String)] = [], _ value: Int) {
+    let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
+    let gauge: CoreMetrics.Gauge
+    if let g = mirrored[key] {
+      gauge = g
+    } else {
+      gauge = CoreMetrics.Gauge(label: name, dimensions: labels, factory: factory)
+      mirrored[key] = gauge
+    }
+    gauge.record(value)
+  }
+
+  func exposition() -> [UInt8] { registry.emitToBuffer() }
+}

@@ -1,0 +1,43 @@
+// Close status codes (RFC 6455 §7.4 and the IANA "WebSocket Close Code
+// Number Registry").
+
+/// Close codes the decoder sends and the rule for codes it receives.
+public enum CloseCode {
+  public static let normal: UInt16 = 1000
+  public static let goingAway: UInt16 = 1001
+  public static let protocolError: UInt16 = 1002
+  public static let unsupportedData: UInt16 = 1003
+  /// Reported in `.closed` when the peer's close frame had no payload
+  /// (§7.1.5); never sent on the wire (§7.4.1).
+  public static let noStatusReceived: UInt16 = 1005
+  public static let invalidPayload: UInt16 = 1007
+  public static let policyViolation: UInt16 = 1008
+  public static let messageTooBig: UInt16 = 1009
+  public static let internalError: UInt16 = 1011
+
+  /// Whether a code received in a close frame is acceptable.
+  ///
+  /// | range       | verdict | why |
+  /// |-------------|---------|-----|
+  /// | 0–999       | invalid | "not used" (§7.4.2) |
+  /// | 1000–1003   | valid   | defined in §7.4.1 |
+  /// | 1004        | invalid | reserved, meaning undefined (§7.4.1) |
+  /// | 1005, 1006  | invalid | MUST NOT be set in a close frame (§7.4.1) |
+  /// | 1007–1011   | valid   | defined in §7.4.1 (1011 added by IANA) |
+  /// | 1012–1014   | valid   | IANA-registered: service restart, try again later, bad gateway |
+  /// | 1015        | invalid | TLS failure marker, MUST NOT be sent (§7.4.1) |
+  /// | 1016–2999   | invalid | reserved for future RFCs, unassigned |
+  /// | 3000–4999   | valid   | libraries/frameworks and private use (§7.4.2) |
+  /// | 5000–65535  | invalid | outside every range of §7.4.2 |
+  ///
+  /// This is the contract's list (PROTOCOL.md §1). The current Autobahn
+  /// suite's invalid set (0, 999, 1004–1006, 1016, 1100, 2000, 2999, 5000,
+  /// 65535) agrees; old Autobahn releases also listed 1012–1014 as invalid.
+  @inlinable
+  public static func isValidReceived(_ code: UInt16) -> Bool {
+    switch code {
+    case 1000...1003, 1007...1014, 3000...4999: return true
+    default: return false
+    }
+  }
+}

@@ -1,0 +1,92 @@
+// The parsed request head of an HTTP/1.x request (RFC 7230 §3).
+
+/// Request line and header fields of one HTTP/1.x request.
+public struct HTTPRequestHead: Sendable {
+  /// The method token, case-sensitive as sent (RFC 7230 §3.1.1).
+  public var method: String
+  /// The request-target as sent: path and query for origin-form.
+  public var target: String
+  /// The path of the target, without query (see `HTTPRequestHead.path(of:)`).
+  public var path: String
+  /// The minor version of HTTP/1.x (0 or 1; higher minors are kept as sent).
+  public var versionMinor: Int
+  /// Header fields in order, names as sent, values without surrounding
+  /// whitespace (RFC 7230 §3.2.4).
+  public var headers: [(name: String, value: String)]
+
+  /// A head from its parts; `path` is derived from `target`.
+  public init(
+    method: String, target: String, versionMinor: Int,
+    headers: [(name: String, value: String)]
+  ) {
+    self.method = method
+    self.target = target
+    self.path = Self.path(of: target)
+    self.versionMinor = versionMinor
+    self.headers = headers
+  }
+
+  /// The value of the first field named `name` (case-insensitive, §3.2).
+  public func header(_ name: String) -> String? {
+    headers.first { Self.namesEqual($0.name, name) }?.value
+  }
+
+  /// Every value of every field named `name`, split on commas and trimmed,
+  /// empty elements dropped: the list form of RFC 7230 §7 (repeated fields
+  /// are equivalent to one comma-joined field, §3.2.2).
+  public func headerValues(_ name: String) -> [String] {
+    var values: [String] = []
+    for field in headers where Self.namesEqual(field.name, name) {
+      for element in field.value.split(separator: ",", omittingEmptySubsequences: true) {
+        let trimmed = Self.trimmed(Substring(element))
+        if !trimmed.isEmpty { values.append(trimmed) }
+      }
+    }
+    return values
+  }
+
+  /// How many fields are named `name` (to refuse duplicates, e.g. Host).
+  public func headerCount(_ name: String) -> Int {
+    headers.lazy.filter { Self.namesEqual($0.name, name) }.count
+  }
+
+  /// Whether the list-valued field `name` contains `token`, compared
+  /// case-insensitively (Connection and Upgrade tokens, RFC 7230 §6.1, §6.7).
+  public func headerContainsToken(_ name: String, _ token: String) -> Bool {
+    headerValues(name).contains { Self.namesEqual($0, token) }
+  }
+
+  /// The path part of a request-target (RFC 7230 §5.3): up to "?" for
+  /// origin-form, the path after the authority for absolute-form, the
+  /// target itself for asterisk- and authority-form.
+  public static func path(of target: String) -> String {
+    var rest = Substring(target)
+    if !rest.hasPrefix("/"), let scheme = rest.firstRange(of: "://") {
+      rest = rest[scheme.upperBound...]
+      guard let slash = rest.firstIndex(of: "/") else { return "/" }
+      rest = rest[slash...]
+    }
+    if let query = rest.firstIndex(of: "?") { rest = rest[..<query] }
+    return String(rest)
+  }
+
+  /// ASCII case-insensitive comparison (field names and tokens are ASCII).
+  static func namesEqual(_ a: String, _ b: String) -> Bool {
+    let x = a.utf8
+    let y = b.utf8
+    guard x.count == y.count else { return false }
+    return zip(x, y).allSatisfy { lowerASCII($0) == lowerASCII($1) }
+  }
+
+  @inline(__always) static func lowerASCII(_ byte: UInt8) -> UInt8 {
+    byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+  }
+
+  /// Strips optional whitespace (SP / HTAB, RFC 7230 §3.2.3) at both ends.
+  static func trimmed(_ text: Substring) -> String {
+    let isOWS: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+    guard let first = text.firstIndex(where: { !isOWS($0) }) else { return "" }
+    let last = text.lastIndex(where: { !isOWS($0) })!
+    return String(text[first...last])
+  }
+}

@@ -1,1 +1,0 @@
-// RelayWebSocket: see DESIGN.md

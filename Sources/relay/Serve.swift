@@ -1,0 +1,71 @@
+import ArgumentParser
+import Logging
+import RelayCore
+import RelayServer
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `relay serve`: every flag of the contract, each also readable from `RELAY_*`.
+/// All durations are milliseconds.
+struct Serve: ParsableCommand {
+  static let configuration = CommandConfiguration(abstract: "Run the relay server.")
+
+  @Option(help: "HOST:PORT to listen on (IPv6 as [::1]:PORT).") var listen: String?
+  @Flag(help: "Enable GET /v1/echo, a plain WebSocket echo for conformance suites.") var echo = false
+  @Option(help: "HS256 secret for hello tokens; without one the relay runs in dev mode.") var secret: String?
+  @Option(name: .customLong("admin-key"), help: "Bearer key of the admin API.") var adminKey: String?
+  @Option(name: .customLong("max-message-bytes")) var maxMessageBytes: Int?
+  @Option(name: .customLong("max-outbound-bytes")) var maxOutboundBytes: Int?
+  @Option(name: .customLong("drain-timeout"), help: "ms") var drainTimeout: Int?
+  @Option(name: .customLong("max-participants")) var maxParticipants: Int?
+  @Option(name: .customLong("max-sessions-per-connection")) var maxSessionsPerConnection: Int?
+  @Option(name: .customLong("max-bad-messages")) var maxBadMessages: Int?
+  @Option(name: .customLong("message-rate"), help: "message.send per participant per 1000 ms") var messageRate: Int?
+  @Option(name: .customLong("heartbeat-interval"), help: "ms") var heartbeatInterval: Int?
+  @Option(name: .customLong("heartbeat-timeout"), help: "ms") var heartbeatTimeout: Int?
+  @Option(help: "ms") var grace: Int?
+  @Option(name: .customLong("background-grace"), help: "ms") var backgroundGrace: Int?
+  @Option(name: .customLong("idle-timeout"), help: "ms") var idleTimeout: Int?
+  @Option(name: .customLong("replay-events")) var replayEvents: Int?
+  @Option(name: .customLong("replay-age"), help: "ms") var replayAge: Int?
+  @Option(name: .customLong("ring-timeout"), help: "ms") var ringTimeout: Int?
+  @Option(name: .customLong("hello-timeout"), help: "ms") var helloTimeout: Int?
+  @Option(name: .customLong("webhook-url")) var webhookURL: String?
+  @Option(name: .customLong("webhook-secret")) var webhookSecret: String?
+  @Option(help: "Redis URL for cluster mode.") var redis: String?
+  @Option(name: .customLong("log-level"), help: "trace|debug|info|notice|warning|error") var logLevel: String?
+
+  func run() throws {
+    var config = try makeConfig()
+    let logger = makeLogger()
+    if let redis = redis ?? Env.string("redis") {
+      logger.error("cluster mode is not available in this build", metadata: ["redis": "\(redis)"])
+      throw ExitCode(2)
+    }
+    if config.devMode {
+      guard ServerConfig.isLoopback(config.host) else {
+        logger.critical("dev mode (no --secret) binds loopback addresses only; refusing \(config.host)")
+        throw ExitCode(2)
+      }
+      logger.warning("DEV MODE: no --secret; hello.dev accepted without a token, any user may join any session")
+    }
+    config.core.devMode = config.devMode
+    let server = RelayServer(config: config, logger: logger, verifyToken: Tokens.verifier(secret: config.secret))
+    do {
+      try server.start()
+    } catch {
+      logger.critical("cannot listen on \(config.host):\(config.port): \(error)")
+      throw ExitCode(1)
+    }
+    server.run()
+  }
+
+  private func makeLogger() -> Logger {
+    var logger = Logger(label: "relay")
+    let level = logLevel ?? Env.string("log-level") ?? "info"
+    logger.logLevel = Logger.Level(rawValue: level) ?? .info
+    return logger
+  }
+}

@@ -1,0 +1,63 @@
+import RelayCrypto
+import Testing
+
+@Suite("RelayCrypto")
+struct CryptoTests {
+  @Test("SHA-1 of \"abc\" (FIPS 180-2 example)")
+  func sha1OfABC() {
+    #expect(Crypto.hex(Crypto.sha1(Array("abc".utf8))) == "a9993e364706816aba3e25717850c26c9cd0d89d")
+    #expect(Crypto.hex(Crypto.sha1([])) == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+  }
+
+  @Test("Sec-WebSocket-Accept of the RFC 6455 §1.3 example key")
+  func webSocketAccept() {
+    let key = "dGhlIHNhbXBsZSBub25jZQ=="
+    let digest = Crypto.sha1(Array((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))
+    #expect(Crypto.base64Encode(digest) == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+  }
+
+  @Test("SHA-256 of \"abc\"")
+  func sha256OfABC() {
+    #expect(
+      Crypto.hex(Crypto.sha256(Array("abc".utf8)))
+        == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+  }
+
+  @Test("HMAC-SHA256, RFC 4231 test cases 1 and 2")
+  func hmacRFC4231() {
+    let case1 = Crypto.hmacSHA256(key: [UInt8](repeating: 0x0b, count: 20), message: Array("Hi There".utf8))
+    #expect(Crypto.hex(case1) == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
+    let case2 = Crypto.hmacSHA256(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))
+    #expect(Crypto.hex(case2) == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+    #expect(Crypto.hmacSHA256(key: [], message: []).count == 32)
+  }
+
+  @Test("constantTimeEqual")
+  func constantTimeEqual() {
+    #expect(Crypto.constantTimeEqual([1, 2, 3], [1, 2, 3]))
+    #expect(!Crypto.constantTimeEqual([1, 2, 3], [1, 2, 4]))
+    #expect(!Crypto.constantTimeEqual([1, 2, 3], [1, 2]))
+    #expect(Crypto.constantTimeEqual([], []))
+  }
+
+  @Test("random bytes and URL-safe tokens")
+  func randomTokens() {
+    #expect(Crypto.randomBytes(0).isEmpty)
+    #expect(Crypto.randomBytes(32).count == 32)
+    #expect(Crypto.randomBytes(32) != Crypto.randomBytes(32))
+    let token = Crypto.randomToken(byteCount: 16)
+    #expect(token.count == 22)
+    let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    #expect(token.allSatisfy { allowed.contains($0) })
+    #expect(Crypto.randomToken(byteCount: 32).count == 43)
+  }
+
+  @Test("base64URL and hex encodings (RFC 4648 §10 vectors)")
+  func encodings() {
+    let vectors = ["": "", "f": "Zg", "fo": "Zm8", "foo": "Zm9v", "foob": "Zm9vYg", "fooba": "Zm9vYmE", "foobar": "Zm9vYmFy"]
+    for (input, output) in vectors { #expect(Crypto.base64URLEncode(Array(input.utf8)) == output) }
+    #expect(Crypto.base64URLEncode([0xfb, 0xff]) == "-_8")
+    #expect(Crypto.base64Encode([0xfb, 0xff]) == "+/8=")
+    #expect(Crypto.hex([0x00, 0x7f, 0xff]) == "007fff")
+  }
+}

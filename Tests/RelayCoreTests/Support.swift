@@ -1,0 +1,100 @@
+// Test harness for the core: injected time, seeded ids, effects rendered as text so
+// expectations show the exact wire JSON.
+import RelayProtocol
+import Testing
+
+@testable import RelayCore
+
+/// Deterministic ids: "<prefix>1", "<prefix>2", … (URL-safe).
+final class SeededIDs: IdentifierSource {
+  var counter = 0
+  let prefix: String
+  init(prefix: String = "id") { self.prefix = prefix }
+  func token(byteCount: Int) -> String {
+    counter += 1
+    return "\(prefix)\(counter)"
+  }
+}
+
+/// Drives one RelayCore with a manual clock.
+final class Harness {
+  let core: RelayCore
+  let ids = SeededIDs()
+  var now = Instant(monoMs: 1_000, wallMs: 1_700_000_000_000)
+  /// Token → identity for token mode ("valid" tokens); anything else is refused.
+  var tokens: [String: Identity]
+
+  init(devMode: Bool = true, tokens: [String: Identity] = [:], configure: (inout CoreConfig) -> Void = { _ in }) {
+    var config = CoreConfig(devMode: devMode, serverVersion: "test")
+    configure(&config)
+    self.tokens = tokens
+    let table = tokens
+    core = RelayCore(config: config, ids: ids, verifyToken: { token, _ in table[token] })
+  }
+
+  func advance(_ ms: Int64) {
+    now.monoMs += ms
+    now.wallMs += ms
+    core.tick(at: now)
+  }
+
+  @discardableResult
+  func open(_ n: UInt64) -> ConnectionID {
+    let c = ConnectionID(n)
+    core.open(c, at: now)
+    return c
+  }
+
+  func send(_ n: UInt64, _ json: String) {
+    core.receive(ConnectionID(n), text: Array(json.utf8), at: now)
+  }
+
+  /// Opens connection `n` and says hello in dev mode; drains the welcome.
+  func connect(_ n: UInt64, uid: String, role: String = "participant") {
+    open(n)
+    send(n, #"{"type":"hello","dev":{"uid":"\#(uid)","name":"\#(uid.uppercased())","role":"\#(role)"}}"#)
+    _ = out()
+  }
+
+  /// `connect` then `session.join` of `session`; drains.
+  func join(_ n: UInt64, uid: String, role: String = "participant", session: String = "s") {
+    connect(n, uid: uid, role: role)
+    send(n, #"{"type":"session.join","session":"\#(session)"}"#)
+    _ = out()
+  }
+
+  /// Drains effects, rendered one per line: `c1,c2 <- {json}` / `close c1 4501 reason`.
+  func out() -> [String] {
+    core.takeEffects().map(Harness.render)
+  }
+
+  static func render(_ effect: Effect) -> String {
+    switch effect {
+    case .send(let payload, let to):
+      return to.map(\.description).joined(separator: ",") + " <- " + String(decoding: payload.bytes, as: UTF8.self)
+    case .ping(let c): return "ping \(c)"
+    case .close(let c, let code, let reason): return "close \(c) \(code) \(reason)"
+    case .webhook(let event, let body): return "webhook \(event) " + String(decoding: body.bytes, as: UTF8.self)
+    }
+  }
+
+  var ts: Int64 { now.wallMs }
+}
+
+/// The JSON of the messages delivered to connection `n` in rendered output.
+func delivered(to n: UInt64, _ lines: [String]) -> [String] {
+  lines.compactMap { line in
+    guard let arrow = line.firstRange(of: " <- ") else { return nil }
+    let recipients = line[..<arrow.lowerBound].split(separator: ",")
+    return recipients.contains(Substring("c\(n)")) ? String(line[arrow.upperBound...]) : nil
+  }
+}
+
+/// `seq` of a rendered event, when present.
+func seqOf(_ json: String) -> Int64? {
+  (try? JSONParser.parse(json))?["seq"]?.numberValue?.int64
+}
+
+func typeOf(_ json: String) -> String? {
+  (try? JSONParser.parse(json))?["type"]?.stringValue
+}

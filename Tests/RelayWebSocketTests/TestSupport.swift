@@ -1,0 +1,188 @@
+// Test helpers: a test-only SHA-1, a seeded generator, an independent raw
+// frame builder (so decoder tests do not trust the encoder under test), and
+// feeding strategies that must all yield the same events.
+
+import Testing
+
+@testable import RelayWebSocket
+
+/// SHA-1 (FIPS 180-4 §6.1), test-only: production injects OpenSSL's.
+func testSHA1(_ message: [UInt8]) -> [UInt8] {
+  var h: [UInt32] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0]
+  var data = message
+  data.append(0x80)
+  while data.count % 64 != 56 { data.append(0) }
+  let bitLength = UInt64(message.count) * 8
+  for shift in stride(from: 56, through: 0, by: -8) { data.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+  for chunk in stride(from: 0, to: data.count, by: 64) {
+    var w = [UInt32](repeating: 0, count: 80)
+    for t in 0..<16 {
+      let i = chunk + t * 4
+      w[t] = UInt32(data[i]) << 24 | UInt32(data[i + 1]) << 16 | UInt32(data[i + 2]) << 8 | UInt32(data[i + 3])
+    }
+    for t in 16..<80 {
+      let x = w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16]
+      w[t] = x << 1 | x >> 31
+    }
+    var (a, b, c, d, e) = (h[0], h[1], h[2], h[3], h[4])
+    for t in 0..<80 {
+      let (f, k): (UInt32, UInt32) =
+        t < 20 ? ((b & c) | (~b & d), 0x5A82_7999)
+        : t < 40 ? (b ^ c ^ d, 0x6ED9_EBA1)
+        : t < 60 ? ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC)
+        : (b ^ c ^ d, 0xCA62_C1D6)
+      let temp = (a << 5 | a >> 27) &+ f &+ e &+ k &+ w[t]
+      (e, d, c, b, a) = (d, c, b << 30 | b >> 2, a, temp)
+    }
+    h[0] &+= a; h[1] &+= b; h[2] &+= c; h[3] &+= d; h[4] &+= e
+  }
+  return h.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> UInt32(24 - 8 * $0)) } }
+}
+
+func hex(_ bytes: [UInt8]) -> String {
+  bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+}
+
+/// SplitMix64: deterministic, seeded; never the system RNG.
+struct SeededGenerator: RandomNumberGenerator {
+  var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
+
+func randomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
+  var rng = SeededGenerator(seed: seed)
+  return (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
+}
+
+/// How the extended length is written (receivers must accept every form).
+enum LengthForm { case minimal, sixteen, sixtyFour }
+
+/// Builds a frame by hand from RFC 6455 §5.2, independent of the encoder.
+func rawFrame(
+  _ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, rsv: UInt8 = 0,
+  mask: [UInt8]? = [0x37, 0xFA, 0x21, 0x3D], lengthForm: LengthForm = .minimal,
+  lengthOverride: UInt64? = nil
+) -> [UInt8] {
+  var out: [UInt8] = [(fin ? 0x80 : 0) | (rsv << 4) | opcode]
+  let maskBit: UInt8 = mask == nil ? 0 : 0x80
+  let length = lengthOverride ?? UInt64(payload.count)
+  var form = lengthForm
+  if form == .minimal { form = length <= 125 ? .minimal : (length <= 0xFFFF ? .sixteen : .sixtyFour) }
+  switch form {
+  case .minimal: out.append(maskBit | UInt8(length))
+  case .sixteen: out.append(maskBit | 126); out += [UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
+  case .sixtyFour:
+    out.append(maskBit | 127)
+    out += (0..<8).map { UInt8(truncatingIfNeeded: length >> UInt64(56 - 8 * $0)) }
+  }
+  if let mask {
+    out += mask
+    out += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+  } else {
+    out += payload
+  }
+  return out
+}
+
+/// A client (masked) or server (unmasked) frame, by role of the *sender*.
+func frame(
+  _ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, rsv: UInt8 = 0, from sender: WebSocketRole = .client
+) -> [UInt8] {
+  rawFrame(opcode, payload, fin: fin, rsv: rsv, mask: sender == .client ? [0x37, 0xFA, 0x21, 0x3D] : nil)
+}
+
+func closeFrame(code: UInt16, reason: [UInt8] = [], from sender: WebSocketRole = .client) -> [UInt8] {
+  frame(0x8, [UInt8(code >> 8), UInt8(code & 0xFF)] + reason, from: sender)
+}
+
+/// How input is cut before it reaches `receive`.
+enum Split: CustomStringConvertible {
+  case whole
+  case byteByByte
+  case random(seed: UInt64)
+  var description: String {
+    switch self {
+    case .whole: return "whole"
+    case .byteByByte: return "byte-by-byte"
+    case .random(let seed): return "random(\(seed))"
+    }
+  }
+}
+
+let allSplits: [Split] = [.whole, .byteByByte] + (1...6).map { .random(seed: $0) }
+
+func feed(_ connection: inout WebSocketConnection, _ input: [UInt8], split: Split) -> [WebSocketEvent] {
+  var events: [WebSocketEvent] = []
+  var chunks: [ArraySlice<UInt8>] = []
+  switch split {
+  case .whole: chunks = [input[...]]
+  case .byteByByte: chunks = input.indices.map { input[$0...$0] }
+  case .random(let seed):
+    var rng = SeededGenerator(seed: seed)
+    var start = 0
+    while start < input.count {
+      let length = Int.random(in: 1...max(1, min(input.count - start, 300)), using: &rng)
+      chunks.append(input[start..<start + length])
+      start += length
+    }
+  }
+  for chunk in chunks {
+    chunk.withUnsafeBytes { raw in connection.receive(raw) { events.append($0) } }
+  }
+  return events
+}
+
+/// Feeds `input` to a fresh connection under every split strategy, expects
+/// identical events from all, and returns them.
+func events(
+  _ input: [UInt8], role: WebSocketRole = .server, maxMessageBytes: Int = 65_536,
+  splits: [Split] = allSplits, sourceLocation: SourceLocation = #_sourceLocation
+) -> [WebSocketEvent] {
+  var reference: [WebSocketEvent]?
+  for split in splits {
+    var connection = WebSocketConnection(role: role, maxMessageBytes: maxMessageBytes)
+    let got = feed(&connection, input, split: split)
+    if let reference {
+      #expect(got == reference, "split \(split) differs", sourceLocation: sourceLocation)
+    } else {
+      reference = got
+    }
+  }
+  return reference ?? []
+}
+
+/// The close frame a server writes on failure: 0x88, length, code, reason.
+func serverClose(_ code: UInt16, _ reason: String) -> WebSocketEvent {
+  .write(WebSocketFrame.encode(opcode: .close, payload: WebSocketFrame.closePayload(code: code, reason: reason)))
+}
+
+/// The close code in a written close frame (unmasked from a server, masked
+/// from a client).
+func closeCode(in event: WebSocketEvent) -> UInt16? {
+  guard case .write(let bytes) = event, bytes.count >= 4, bytes[0] == 0x88 else { return nil }
+  if bytes[1] & 0x80 == 0 { return UInt16(bytes[2]) << 8 | UInt16(bytes[3]) }
+  guard bytes.count >= 8 else { return nil }
+  return UInt16(bytes[6] ^ bytes[2]) << 8 | UInt16(bytes[7] ^ bytes[3])
+}
+
+/// Asserts the events end with a failure: a close frame with `code`, then `.closed`.
+func expectFailure(
+  _ events: [WebSocketEvent], code: UInt16, sourceLocation: SourceLocation = #_sourceLocation
+) {
+  #expect(events.count >= 2, "expected close write + closed, got \(events)", sourceLocation: sourceLocation)
+  guard events.count >= 2 else { return }
+  #expect(closeCode(in: events[events.count - 2]) == code, "\(events)", sourceLocation: sourceLocation)
+  if case .closed(let closedCode, _, let byPeer) = events[events.count - 1] {
+    #expect(closedCode == code, sourceLocation: sourceLocation)
+    #expect(!byPeer, sourceLocation: sourceLocation)
+  } else {
+    Issue.record("last event is not .closed: \(events)", sourceLocation: sourceLocation)
+  }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build (and, with --test, to
+# test) Relay. Idempotent: installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+sudo_cmd=()
+[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+
+apt_pkgs=(libuv1-dev libssl-dev pkg-config)
+[ $want_test -eq 1 ] && apt_pkgs+=(node-ws nodejs)
+
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+# node-ws needs a nodejs; an existing node binary (e.g. from another source) is fine.
+if [ ${#missing[@]} -gt 0 ]; then
+  if [[ " ${missing[*]} " == *" nodejs "* ]] && command -v node >/dev/null 2>&1; then
+    missing=("${missing[@]/nodejs}")
+  fi
+fi
+missing=($(printf '%s\n' "${missing[@]}" | sed '/^$/d'))
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v swift >/dev/null 2>&1; then
+  echo "swift is not on PATH: install Swift 6 (https://www.swift.org/install/linux/)" >&2
+  exit 1
+fi
+
+if [ $want_test -eq 1 ]; then
+  python3 -m pip install -q --disable-pip-version-check -r Tests/integration/requirements.txt
+fi
