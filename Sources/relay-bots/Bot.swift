@@ -164,6 +164,7 @@ final class Bot {
     build(&w)
     w.raw("}")
     ctx.stats.commandsSent += 1
+    if ctx.options.traceUid == uid { log("-> \(uid): " + String(decoding: w.bytes, as: UTF8.self)) }
     conn.sendText(w.bytes)
   }
 
@@ -207,6 +208,7 @@ final class Bot {
 
   private func received(_ bytes: [UInt8]) {
     ctx.sawEvent()
+    if ctx.options.traceUid == uid { log("<- \(uid): " + String(decoding: bytes, as: UTF8.self)) }
     guard phase != .silent else { return }
     let ev: Json
     do { ev = try JsonParser.parse(bytes) } catch {

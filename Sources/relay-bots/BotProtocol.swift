@@ -36,7 +36,13 @@ extension Bot {
   private func failed(_ kind: CommandKind, code: String, _ ev: Json) {
     switch kind {
     case .callInitiate, .callAccept, .callReject, .callCancel, .callEnd:
-      if code == "unknown_type" { ctx.disableRinging(); return }
+      // Ringing not built: `unknown_type` per §2, or the relay's interim
+      // `internal` "not available" answer. Skip calls, do not fail the run.
+      let message = ev["message"]?.string ?? ""
+      if code == "unknown_type" || (code == "internal" && message.contains("not available")) {
+        ctx.disableRinging()
+        return
+      }
       // §9: racing a terminal state is answered `conflict`; calls that ended
       // meanwhile are `not_found`. Both are normal under a ringing storm.
       if code == "conflict" || code == "not_found" { ctx.checker.pass(.unexpectedError); return }

@@ -54,6 +54,9 @@ struct Run: ParsableCommand {
   @Option(help: "Seed for the bots' random choices.")
   var seed: UInt64 = 1
 
+  @Option(help: "Log every message one bot (by uid, e.g. u3) sends and receives, to stderr.")
+  var trace: String?
+
   @Flag(help: "No live progress line.")
   var quiet = false
 
@@ -81,6 +84,7 @@ struct Run: ParsableCommand {
     options.shardCount = n
     options.seed = seed
     options.progress = !quiet
+    options.traceUid = trace
     let failures = try RunCommand.execute(scenario: scenario, options: options, jsonPath: json)
     if failures > 0 { throw ExitCode(1) }
   }

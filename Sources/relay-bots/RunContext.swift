@@ -29,6 +29,8 @@ struct RunOptions {
   var seed: UInt64 = 1
   var progress = true
   var maxMessageBytes = 1 << 20
+  /// Log every message this bot sends and receives (debugging a check).
+  var traceUid: String?
 }
 
 /// SplitMix64: small, fast, seedable; runs are reproducible given `--seed`.
