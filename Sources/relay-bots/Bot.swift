@@ -136,7 +136,15 @@ final class Bot {
 
   /// End of run: a clean close handshake (close code 1000).
   func closeCleanly() {
-    guard let conn, phase == .ready || phase == .connecting || phase == .silent else {
+    if phase == .connecting, let conn {
+      // Not welcomed yet: nothing to hand over cleanly; drop it.
+      conn.abandon()
+      self.conn = nil
+      phase = .done
+      engine.botClosed(self)
+      return
+    }
+    guard let conn, phase == .ready || phase == .silent else {
       if phase != .leaving { phase = .done; engine.botClosed(self) }
       return
     }
