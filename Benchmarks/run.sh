@@ -4,6 +4,7 @@
 # Benchmarks/results/latest.md.
 #
 #   Benchmarks/run.sh [fanout] [rate] [idle] [storm]     (default: all four)
+#   Benchmarks/run.sh summarize Benchmarks/results/raw/<stamp>   (tables only)
 #
 # Server pinned to core 0, bots to core 1 (taskset), loopback only. Each
 # configuration runs BENCH_RUNS times (default 3); tables show the median.
@@ -28,12 +29,15 @@ BOTS_CPU=1
 
 CONFIGS=("$@")
 [ ${#CONFIGS[@]} -gt 0 ] || CONFIGS=(fanout rate idle storm)
+[ "${CONFIGS[0]}" = summarize ] && CONFIGS=()
 for c in "${CONFIGS[@]}"; do
   case "$c" in fanout | rate | idle | storm) ;; *) echo "unknown configuration '$c' (fanout rate idle storm)" >&2; exit 2 ;; esac
 done
 
-mkdir -p "$RAW"
-: >"$RECORDS"
+if [ "${1:-}" != summarize ]; then
+  mkdir -p "$RAW"
+  : >"$RECORDS"
+fi
 SERVER_PID=""
 
 cleanup() {
@@ -151,37 +155,9 @@ bench() {
   done
 }
 
-echo "building release…" >&2
-"$SWIFT" build -c release --product relay >&2
-"$SWIFT" build -c release --product relay-bots >&2
-
-for c in "${CONFIGS[@]}"; do
-  case "$c" in
-    fanout)
-      echo "== fan-out (10 sessions x 100 members, 1 publisher/session, 8 in flight)" >&2
-      bench relay fanout 1 --message-rate 1000000 --max-outbound-bytes 16777216 -- --quiet
-      bench node fanout 1 -- --quiet
-      bench python fanout 1 -- --quiet
-      ;;
-    rate)
-      echo "== fixed rates (200 and 1 000 msg/s into 10 x 100)" >&2
-      bench relay rate-200 1 -- --quiet --duration 10000
-      bench relay rate-1000 1 -- --quiet --duration 10000
-      ;;
-    idle)
-      echo "== idle connections with heartbeats (30 s)" >&2
-      bench relay idle-5000 1 -- --quiet
-      bench relay idle-19900 2 -- --quiet
-      ;;
-    storm)
-      echo "== raise-hand storm (1 000 members) and ringing storm" >&2
-      bench relay hand-storm 1 -- --quiet
-      bench relay ring-storm 1 --ring-timeout 5000 -- --quiet
-      ;;
-  esac
-done
-
-python3 - "$RAW" "$ROOT/Benchmarks/results/latest.md" "$RUNS" <<'EOF'
+# summarize RAWDIR: medians per configuration → Benchmarks/results/latest.md.
+summarize() {
+python3 - "$1" "$ROOT/Benchmarks/results/latest.md" "$RUNS" <<'EOF'
 import json, statistics, subprocess, sys, datetime, os
 raw, out, runs = sys.argv[1], sys.argv[2], sys.argv[3]
 recs = [json.loads(l) for l in open(f"{raw}/records.jsonl")]
@@ -191,6 +167,7 @@ if os.path.exists(f"{raw}/baselines.jsonl"):
 def sh(cmd):
     try: return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
     except Exception: return "?"
+MODEL = sh("lscpu | grep 'Model name' | sed 's/Model name:[ ]*//'")
 def group(scenario, target):
     return [r for r in recs if r["scenario"] == scenario and r["target"] == target]
 def med(rs, key):
@@ -204,7 +181,7 @@ def fails(rs):
     return sum(r["checkFailures"] for r in rs)
 L = ["# Benchmark results", "",
      f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-     f"- machine: {sh('nproc')} CPUs, {sh('lscpu | grep \"Model name\" | sed \"s/Model name:[ ]*//\"')}",
+     f"- machine: {sh('nproc')} CPUs, {MODEL}",
      f"- commit: {sh('git rev-parse --short HEAD')} ({sh('git rev-parse --abbrev-ref HEAD')})",
      f"- method: server on core 0, relay-bots on core 1 (taskset), loopback; median of {runs} runs; "
      "server CPU = utime+stime over the bots' measured phase; raw data in Benchmarks/results/raw/", ""]
@@ -256,4 +233,39 @@ if any(r["scenario"] in ("hand-storm", "ring-storm") for r in recs):
 open(out, "w").write("\n".join(L) + "\n")
 print("\n".join(L))
 EOF
+}
+
+if [ "${1:-}" = summarize ]; then summarize "$2"; exit 0; fi
+
+echo "building release…" >&2
+"$SWIFT" build -c release --product relay >&2
+"$SWIFT" build -c release --product relay-bots >&2
+
+for c in "${CONFIGS[@]}"; do
+  case "$c" in
+    fanout)
+      echo "== fan-out (10 sessions x 100 members, 1 publisher/session, 8 in flight)" >&2
+      bench relay fanout 1 --message-rate 1000000 --max-outbound-bytes 16777216 -- --quiet
+      bench node fanout 1 -- --quiet
+      bench python fanout 1 -- --quiet
+      ;;
+    rate)
+      echo "== fixed rates (200 and 1 000 msg/s into 10 x 100)" >&2
+      bench relay rate-200 1 -- --quiet --duration 10000
+      bench relay rate-1000 1 -- --quiet --duration 10000
+      ;;
+    idle)
+      echo "== idle connections with heartbeats (30 s)" >&2
+      bench relay idle-5000 1 -- --quiet
+      bench relay idle-19900 2 -- --quiet
+      ;;
+    storm)
+      echo "== raise-hand storm (1 000 members) and ringing storm" >&2
+      bench relay hand-storm 1 -- --quiet
+      bench relay ring-storm 1 --ring-timeout 5000 -- --quiet
+      ;;
+  esac
+done
+
+summarize "$RAW"
 echo "wrote Benchmarks/results/latest.md (raw: $RAW)" >&2
