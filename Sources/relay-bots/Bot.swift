@@ -62,6 +62,10 @@ final class Bot {
   /// A rejoin is due after a leave, or the bot left on purpose.
   var leftOnPurpose = false
   var view: SessionView
+  let ledger: MessageLedger
+  /// UTF-8 of uid and session, compared against scanned bytes on the hot path.
+  let uidBytes: [UInt8]
+  let sessionBytes: [UInt8]
   var pending: [Int: Pending] = [:]
   var nextCommandId = 0
   var recentHandMs: [UInt64] = []
@@ -88,6 +92,9 @@ final class Bot {
     self.ctx = ctx
     self.engine = engine
     view = SessionView(session: session)
+    ledger = ctx.ledger(for: session)
+    uidBytes = Array(uid.utf8)
+    sessionBytes = Array(session.utf8)
   }
 
   var isActive: Bool { phase == .ready && !busy && (view.member || ctx.options.wire == .broadcast) }
@@ -218,6 +225,7 @@ final class Bot {
     ctx.sawEvent()
     if ctx.options.traceUid == uid { log("<- \(uid): " + String(decoding: bytes, as: UTF8.self)) }
     guard phase != .silent else { return }
+    if let m = EventScan.scan(bytes), fastPath(m, bytes) { return }
     let ev: Json
     do { ev = try JsonParser.parse(bytes) } catch {
       ctx.checker.fail(.connection, "\(uid): unparsable message: \(error)")
@@ -226,6 +234,33 @@ final class Bot {
     switch ctx.options.wire {
     case .broadcast: receivedBroadcast(ev)
     case .relay: dispatch(ev)
+    }
+  }
+
+  /// Session events and broadcast frames without building a JSON value;
+  /// false hands the bytes to the full parser (replies, personal events,
+  /// anything for another session).
+  private func fastPath(_ m: EventScan, _ b: [UInt8]) -> Bool {
+    switch ctx.options.wire {
+    case .broadcast:
+      guard m.kind == nil, let from = m.from else { return false }
+      countDelivery(sentNs: m.sentNs, fromMe: b.slice(from, equals: uidBytes))
+      return true
+    case .relay:
+      guard let kind = m.kind, kind != .other, let seq = m.seq, let s = m.session,
+        b.slice(s, equals: sessionBytes)
+      else { return false }
+      guard view.advance(seq: seq, type: kind.rawValue, uid: uid, checker: ctx.checker) else { return true }
+      if kind == .message {
+        ledger.seqs.insert(seq)
+        view.messagesReceived += 1
+        countDelivery(sentNs: m.sentNs, fromMe: m.from.map { b.slice($0, equals: uidBytes) } ?? false)
+        return true
+      }
+      let subject = m.uid.map { String(decoding: b[$0], as: UTF8.self) } ?? ""
+      view.apply(kind, subject: subject, raisedAt: m.raisedAt, me: uid, checker: ctx.checker)
+      if kind == .handRaised || kind == .handLowered { timeHandEvent(seq: seq, subject: subject) }
+      return true
     }
   }
 
@@ -240,7 +275,9 @@ final class Bot {
         return
       }
       if view.advance(seq: seq, type: type, uid: uid, checker: ctx.checker) {
-        view.apply(type: type, ev, me: uid, checker: ctx.checker)
+        let subject = ev["uid"]?.string ?? ev["participant"]?["uid"]?.string ?? ""
+        let kind = EventKind(rawValue: type) ?? .other
+        view.apply(kind, subject: subject, raisedAt: ev["raisedAt"]?.double ?? 0, me: uid, checker: ctx.checker)
         sessionEvent(type: type, seq: seq, ev)
       }
       return

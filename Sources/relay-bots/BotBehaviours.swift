@@ -27,7 +27,7 @@ extension Bot {
 
   /// A host lowers the first hand in the queue, or all hands when many are up.
   func hostLower() -> Bool {
-    guard isHost, let first = view.hands.first(where: { $0 != uid }) else { return false }
+    guard isHost, let first = view.hands.ordered.first(where: { $0 != uid }) else { return false }
     let now = ctx.nowMs
     guard underHandLimit(nowMs: now) else { return false }
     recentHandMs.append(now)

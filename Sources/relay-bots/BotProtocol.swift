@@ -115,17 +115,20 @@ extension Bot {
 
   /// §7a message event: one delivery, timed from the embedded send stamp.
   func receivedMessage(seq: Int, _ ev: Json) {
-    ctx.messageSeqs[session, default: SeqBitmap()].insert(seq)
+    ledger.seqs.insert(seq)
     view.messagesReceived += 1
     countDelivery(data: ev["data"], from: ev["from"]?.string)
   }
 
   func countDelivery(data: Json?, from: String?) {
+    let t = data?["t"]?.double
+    countDelivery(sentNs: t.flatMap { $0 > 0 ? UInt64(exactly: $0.rounded()) : nil }, fromMe: from == uid)
+  }
+
+  func countDelivery(sentNs: UInt64?, fromMe: Bool) {
     ctx.stats.deliveries += 1
-    if let t = data?["t"]?.double, t > 0 {
-      ctx.stats.delivery.record(ns: Loop.hrtimeNs() &- UInt64(t))
-    }
-    if from == uid, isPublisher {
+    if let sentNs { ctx.stats.delivery.record(ns: Loop.hrtimeNs() &- sentNs) }
+    if fromMe, isPublisher {
       inflight -= 1
       engine.publisherMayContinue(self)
     }

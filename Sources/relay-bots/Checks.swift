@@ -65,7 +65,7 @@ struct SessionView {
   var intervalStart = 0
   /// Finished membership intervals as (start exclusive, end inclusive).
   var closedIntervals: [(Int, Int)] = []
-  var hands: [String] = []
+  var hands = HandQueue()
   var lastRaisedAt = 0.0
   var lost: Set<String> = []
   var messagesReceived = 0
@@ -79,7 +79,7 @@ struct SessionView {
     member = true
     lastSeq = seq
     intervalStart = seq
-    hands = (ev["hands"]?.array ?? []).compactMap { $0["uid"]?.string }
+    hands = HandQueue((ev["hands"]?.array ?? []).compactMap { $0["uid"]?.string })
     lastRaisedAt = ev["hands"]?.array?.last?["raisedAt"]?.double ?? 0
     lost = Set(
       (ev["participants"]?.array ?? []).filter { $0["status"]?.string == "lost" }
@@ -111,46 +111,101 @@ struct SessionView {
   }
 
   /// Applies one in-order session event to the hand queue and lost set.
-  mutating func apply(type: String, _ ev: Json, me: String, checker: Checker) {
-    let subject = ev["uid"]?.string ?? ev["participant"]?["uid"]?.string ?? ""
-    switch type {
-    case "hand.raised": applyRaised(subject, ev, me: me, checker: checker)
-    case "hand.lowered":
+  mutating func apply(_ kind: EventKind, subject: String, raisedAt: Double, me: String, checker: Checker) {
+    switch kind {
+    case .handRaised: applyRaised(subject, raisedAt: raisedAt, me: me, checker: checker)
+    case .handLowered:
       checker.expect(
-        hands.contains(subject), .handQueue, "\(me): hand.lowered for \(subject) whose hand is not up")
-      hands.removeAll { $0 == subject }
-    case "hands.cleared": hands.removeAll()
-    case "participant.lost":
+        hands.remove(subject), .handQueue, "\(me): hand.lowered for \(subject) whose hand is not up")
+    case .handsCleared: hands.removeAll()
+    case .participantLost:
       checker.expect(!lost.contains(subject), .lostResolution, "\(me): \(subject) lost twice in a row")
       lost.insert(subject)
-    case "participant.restored", "participant.timed_out":
+    case .participantRestored, .participantTimedOut:
       checker.expect(
-        lost.remove(subject) != nil, .lostResolution, "\(me): \(type) for \(subject) without participant.lost")
-      if type == "participant.timed_out" { checkHandDown(subject, type, me: me, checker: checker) }
-    case "participant.left":
+        lost.remove(subject) != nil, .lostResolution,
+        "\(me): \(kind.rawValue) for \(subject) without participant.lost")
+      if kind == .participantTimedOut { checkHandDown(subject, kind, me: me, checker: checker) }
+    case .participantLeft:
       lost.remove(subject)
-      checkHandDown(subject, type, me: me, checker: checker)
-    default: break
+      checkHandDown(subject, kind, me: me, checker: checker)
+    case .message, .participantJoined, .other: break
     }
   }
 
-  private mutating func applyRaised(_ uid: String, _ ev: Json, me: String, checker: Checker) {
+  private mutating func applyRaised(_ uid: String, raisedAt: Double, me: String, checker: Checker) {
     checker.expect(!hands.contains(uid), .handQueue, "\(me): hand.raised for \(uid) already up")
-    let raisedAt = ev["raisedAt"]?.double ?? 0
     checker.expect(
       raisedAt >= lastRaisedAt, .handQueue, "\(me): raisedAt went back (\(raisedAt) < \(lastRaisedAt))")
     lastRaisedAt = max(lastRaisedAt, raisedAt)
-    hands.removeAll { $0 == uid }
+    _ = hands.remove(uid)
     hands.append(uid)
   }
 
   /// §6/§7: a leaving participant's raised hand is lowered by an explicit event first.
-  private mutating func checkHandDown(_ uid: String, _ type: String, me: String, checker: Checker) {
-    if hands.contains(uid) {
-      checker.fail(.handQueue, "\(me): \(type) for \(uid) while its hand was still up")
-      hands.removeAll { $0 == uid }
+  private mutating func checkHandDown(_ uid: String, _ kind: EventKind, me: String, checker: Checker) {
+    if hands.remove(uid) {
+      checker.fail(.handQueue, "\(me): \(kind.rawValue) for \(uid) while its hand was still up")
     }
   }
+}
+
+/// The session events the checks follow (§2), by wire name.
+enum EventKind: String {
+  case message
+  case handRaised = "hand.raised"
+  case handLowered = "hand.lowered"
+  case handsCleared = "hands.cleared"
+  case participantJoined = "participant.joined"
+  case participantLeft = "participant.left"
+  case participantLost = "participant.lost"
+  case participantRestored = "participant.restored"
+  case participantTimedOut = "participant.timed_out"
+  case other
+}
+
+/// The raised-hand queue in `hand.raised` order with O(1) membership: a
+/// 1 000-member session sees every hand event on every member, so linear
+/// scans per event would make the bots, not the relay, the bottleneck.
+struct HandQueue: Equatable {
+  private var slots: [String?] = []
+  private var position: [String: Int] = [:]
+  private var holes = 0
+
+  init(_ uids: [String] = []) { for u in uids where position[u] == nil { append(u) } }
+
+  var count: Int { position.count }
+  var ordered: [String] { slots.compactMap { $0 } }
+  var first: String? { slots.first { $0 != nil } ?? nil }
+  func contains(_ uid: String) -> Bool { position[uid] != nil }
+
+  mutating func append(_ uid: String) {
+    position[uid] = slots.count
+    slots.append(uid)
+  }
+
+  /// Removes `uid`; false when it was not in the queue.
+  mutating func remove(_ uid: String) -> Bool {
+    guard let i = position.removeValue(forKey: uid) else { return false }
+    slots[i] = nil
+    holes += 1
+    if holes > 32 && holes * 2 > slots.count { compact() }
+    return true
+  }
+
+  mutating func removeAll() {
+    slots.removeAll()
+    position.removeAll()
+    holes = 0
+  }
+
+  private mutating func compact() {
+    let live = ordered
+    removeAll()
+    for u in live { append(u) }
+  }
+
+  static func == (a: HandQueue, b: HandQueue) -> Bool { a.ordered == b.ordered }
 }
 
 /// Per call, per callee: the terminal outcome seen by the caller and by the
@@ -211,19 +266,6 @@ final class CallLedger {
       }
     }
     return (resolved, unresolved)
-  }
-}
-
-/// Message seqs per session, collected from every receiver, to turn
-/// membership intervals into expected delivery counts.
-struct DeliveryLedger {
-  private var seqs: [String: [Int]] = [:]
-
-  mutating func observed(session: String, seq: Int) { seqs[session, default: []].append(seq) }
-
-  /// Sorted, de-duplicated message seqs of one session.
-  func messageSeqs(_ session: String) -> [Int] {
-    Array(Set(seqs[session] ?? [])).sorted()
   }
 }
 

@@ -49,13 +49,13 @@ struct EndOfRunChecks {
   }
 
   private func messagesObserved() -> Int {
-    ctx.messageSeqs.values.reduce(0) { $0 + $1.members().count }
+    ctx.messageSeqs.values.reduce(0) { $0 + $1.seqs.members().count }
   }
 
   private func checkSession(_ session: String, _ members: [Bot], _ out: inout EndOfRun) {
     out.sessionsChecked += 1
     let finalSeq = members.map(\.view.lastSeq).max() ?? 0
-    let seqs = ctx.messageSeqs[session]?.members() ?? []
+    let seqs = ctx.messageSeqs[session]?.seqs.members() ?? []
     var queues: [(String, [String])] = []
     for bot in members {
       let v = bot.view
@@ -67,7 +67,7 @@ struct EndOfRunChecks {
         v.lastSeq == finalSeq, .seqContinuity,
         "\(bot.uid) in \(session) stopped at seq \(v.lastSeq), session reached \(finalSeq)")
       out.unresolvedLost += v.lost.count
-      if v.lastSeq == finalSeq { queues.append((bot.uid, v.hands)) }
+      if v.lastSeq == finalSeq { queues.append((bot.uid, v.hands.ordered)) }
     }
     compareQueues(session, queues, &out)
   }

@@ -63,8 +63,13 @@ final class Engine {
     ctx.loop.run()
   }
 
+  /// The scenario's ramp rate is for the whole population: shards share it.
+  private var rampPerSecond: Double {
+    max(ctx.scenario.rampPerSecond / Double(ctx.options.shardCount), 1)
+  }
+
   private func rampBudgetMs() -> UInt64 {
-    UInt64(Double(bots.count) / max(ctx.scenario.rampPerSecond, 1) * 1_000) + 20_000
+    UInt64(Double(bots.count) / rampPerSecond * 1_000) + 20_000
   }
 
   private func enter(_ p: Phase, deadlineMs: UInt64) {
@@ -93,7 +98,7 @@ final class Engine {
 
   private func ramp(now: UInt64) {
     let elapsed = Double(now - phaseStartMs)
-    let target = min(bots.count, Int(elapsed * ctx.scenario.rampPerSecond / 1_000) + 1)
+    let target = min(bots.count, Int(elapsed * rampPerSecond / 1_000) + 1)
     while nextToConnect < target {
       bots[nextToConnect].connect()
       nextToConnect += 1
@@ -205,7 +210,9 @@ final class Engine {
   private func beginSettling() {
     ctx.running = false
     let longestWait = UInt64(scheduled.latestDueMs(after: ctx.nowMs))
-    enter(.settling, deadlineMs: longestWait + UInt64(ctx.scenario.quietMs) + 10_000)
+    // Generous: a run that overloaded the server (or the bots) still drains
+    // and gets checked; the quiet test ends it as soon as traffic stops.
+    enter(.settling, deadlineMs: longestWait + UInt64(ctx.scenario.quietMs) + 60_000)
     log("run over; settling (quiet \(ctx.scenario.quietMs) ms)")
   }
 

@@ -71,6 +71,11 @@ struct SeqBitmap {
   }
 }
 
+/// The message seqs of one session, as observed by any of its members.
+final class MessageLedger {
+  var seqs = SeqBitmap()
+}
+
 final class RunContext {
   let loop: Loop
   let scenario: Scenario
@@ -79,8 +84,9 @@ final class RunContext {
   let checker = Checker()
   let calls = CallLedger()
   var random: SeededRandom
-  /// Message seqs observed per session (relay protocol).
-  var messageSeqs: [String: SeqBitmap] = [:]
+  /// Message seqs observed per session (relay protocol); bots keep a
+  /// reference to their session's ledger so the hot path does no lookup.
+  private(set) var messageSeqs: [String: MessageLedger] = [:]
   /// Broadcast protocol: deliveries expected from sends (room size at send time).
   var broadcastExpected = 0
   /// Last hand command's send time per "session|uid", to time hand events.
@@ -105,6 +111,13 @@ final class RunContext {
   }
 
   var nowMs: UInt64 { UInt64(loop.nowMs) }
+
+  func ledger(for session: String) -> MessageLedger {
+    if let l = messageSeqs[session] { return l }
+    let l = MessageLedger()
+    messageSeqs[session] = l
+    return l
+  }
 
   func sawEvent() {
     stats.eventsReceived += 1
