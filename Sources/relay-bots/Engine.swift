@@ -28,6 +28,7 @@ final class Engine {
   private(set) var runEndMs: UInt64 = 0
   private(set) var outcome = EndOfRun()
   private static let tickMs = 2
+  private static let connectBudgetNs: UInt64 = 20_000_000
 
   init(ctx: RunContext) {
     self.ctx = ctx
@@ -99,7 +100,13 @@ final class Engine {
   private func ramp(now: UInt64) {
     let elapsed = Double(now - phaseStartMs)
     let target = min(bots.count, Int(elapsed * rampPerSecond / 1_000) + 1)
-    while nextToConnect < target {
+    // connect() on loopback runs the handshake in the caller and slows down
+    // as ephemeral ports fill up (10-20 ms each near 20 000 connections). A
+    // catch-up burst could then block the loop for seconds, so the relay's
+    // hello timeout would fire on bots that cannot answer their 101 in time:
+    // spend at most `connectBudgetNs` per tick and catch up over later ticks.
+    let started = Loop.hrtimeNs()
+    while nextToConnect < target, Loop.hrtimeNs() - started < Self.connectBudgetNs {
       bots[nextToConnect].connect()
       nextToConnect += 1
     }
