@@ -143,8 +143,9 @@ final class Bot {
 
   /// End of run: a clean close handshake (close code 1000).
   func closeCleanly() {
-    if phase == .connecting, let conn {
-      // Not welcomed yet: nothing to hand over cleanly; drop it.
+    if phase == .connecting || phase == .silent, let conn {
+      // Not welcomed yet, or not reading (it would never see the reply):
+      // nothing to hand over cleanly; drop it.
       conn.abandon()
       self.conn = nil
       phase = .done

@@ -60,8 +60,12 @@ final class BotConnection {
   private func attach(_ c: TCPConnection, request: [UInt8]) {
     guard !ended else { c.close(); return }
     tcp = c
+    stats.openSockets += 1
     c.onRead = { [weak self] bytes in self?.received(bytes) }
-    c.onClose = { [weak self] reason in
+    // `stats` is captured strongly: the socket may outlive this object while
+    // the server finishes closing it, and must still be counted as closed.
+    c.onClose = { [weak self, stats] reason in
+      stats.openSockets -= 1
       self?.finish(ConnectionEnd(code: nil, reason: "tcp closed: \(reason)", initiatedByPeer: true))
     }
     c.startReading()
@@ -103,10 +107,11 @@ final class BotConnection {
     case .write(let out): _ = tcp?.write(out)
     case .ping: stats.pingsReceived += 1
     case .closed(let code, let reason, let byPeer):
-      // The codec already emitted our close reply when the peer began the
-      // handshake; either way it is over, so the TCP connection can go.
+      // The handshake is over (the codec already emitted our reply if the
+      // server began it). RFC 6455 §7.1.1: the server closes TCP first, so
+      // TIME_WAIT lands on its side. Closing here would leave one on ours,
+      // holding an ephemeral port for 60 s: big runs then starve connect().
       finish(ConnectionEnd(code: code, reason: reason, initiatedByPeer: byPeer))
-      tcp?.close()
     case .binary, .pong: stats.framesReceived += 1
     }
   }

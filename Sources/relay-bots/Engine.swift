@@ -90,7 +90,9 @@ final class Engine {
       runBehaviours(dtMs: dtMs)
       if now >= runEndMs { beginSettling() }
     case .settling: if isSettled(now: now) || now >= phaseDeadlineMs { beginClosing() }
-    case .closing: if closed >= bots.count || now >= phaseDeadlineMs { finish() }
+    case .closing:
+      // Wait for the server's TCP closes too (see BotConnection), bounded.
+      if (closed >= bots.count && ctx.stats.openSockets <= 0) || now >= phaseDeadlineMs { finish() }
     case .finished: break
     }
   }

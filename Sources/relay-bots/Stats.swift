@@ -36,6 +36,7 @@ struct LatencyHistogram {
 final class Stats {
   var connectsStarted = 0
   var connected = 0  // currently upgraded connections
+  var openSockets = 0  // TCP connections not yet closed (server may still be closing)
   var ready = 0  // currently welcomed (relay) or upgraded (broadcast)
   var connectFailures = 0
   var commandsSent = 0
