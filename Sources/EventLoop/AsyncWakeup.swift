@@ -50,7 +50,7 @@ public final class AsyncWakeup: HandleOwner {
   func handleDidClose() {
     isClosing = true
     isClosed = true
-    // Also reached through Loop.close()'s walk without close(): invalidate before free.
+    // Defensive: whatever path closed the handle, no sender may touch it once freed.
     sender.invalidate()
     callback = nil
     handle.deallocate()

@@ -6,14 +6,18 @@ import CLibUV
 /// (`docs/src/design.rst`: memory may only be freed in or after the close callback);
 /// `handleCloseCallback` takes that +1 back exactly once.
 protocol HandleOwner: AnyObject {
+  /// Closes the handle through the owner, so its state says "closing" and a later
+  /// `close()` from user code is a no-op rather than a second `uv_close` (which libuv
+  /// forbids). Idempotent. `Loop.close()` calls this for every handle it sweeps.
+  func close()
+
   /// Called exactly once, from the handle's close callback, after libuv is done with
   /// the handle: free the handle memory here, then report closure to the user.
   func handleDidClose()
 }
 
-/// The `uv_close_cb` of every handle whose `data` holds a +1 `HandleOwner`. Shared by
-/// the owners' own `close()` methods and by `Loop.close()`'s `uv_walk`, which cannot
-/// know each handle's concrete owner type.
+/// The `uv_close_cb` of every handle whose `data` holds a +1 `HandleOwner`: one
+/// callback for every owner type, which recovers the owner from `data`.
 func handleCloseCallback(_ handle: UnsafeMutablePointer<uv_handle_t>?) {
   guard let handle, let data = handle.pointee.data else {
     preconditionFailure("close callback for a handle without an EventLoop owner")

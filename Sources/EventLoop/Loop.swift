@@ -47,8 +47,10 @@ public final class Loop {
   private let prepareHandle: UnsafeMutablePointer<uv_prepare_t>
   private let checkHandle: UnsafeMutablePointer<uv_check_t>
   private let lingerTimer: UnsafeMutablePointer<uv_timer_t>
-  /// Connections with bytes queued since the last flush, each listed once.
-  var dirtyConnections: [TCPConnection] = []
+  /// Connections with bytes queued since the last flush, each listed once. A
+  /// `RingBuffer` held by `let` rather than an `Array` property: callgrind showed the
+  /// array's dynamic exclusivity checks costing more than the append itself.
+  private let dirtyConnections = RingBuffer<TCPConnection>(initialCapacity: 1024)
   /// Connections in a graceful close, oldest first; see `lingerTimeoutMs`.
   private let lingerQueue = RingBuffer<(deadlineMs: UInt64, connection: TCPConnection)>()
   /// Upper bound on a graceful close (`shutdown()` or a peer's EOF with data still
@@ -57,8 +59,13 @@ public final class Loop {
   /// and one timer serves every lingering connection.
   public let lingerTimeoutMs: UInt64
   /// Counters; see `LoopStats`.
-  public internal(set) var stats = LoopStats()
+  public var stats: LoopStats { statistics }
+  /// Internal storage of `stats`, so hot-path increments need no dynamic exclusivity
+  /// check (see `TCPConnection.queuedByteCount`).
+  var statistics = LoopStats()
   private var isClosed = false
+  /// Inside `run()` / `runOnce()`: `close()` must not re-enter `uv_run` from a callback.
+  private var isRunning = false
 
   /// Creates a loop and its internal handles and ignores `SIGPIPE`, so writes to a
   /// vanished peer fail with `EPIPE` instead of killing the process.
@@ -71,7 +78,6 @@ public final class Loop {
     prepareHandle = .allocate(capacity: 1)
     checkHandle = .allocate(capacity: 1)
     lingerTimer = .allocate(capacity: 1)
-    dirtyConnections.reserveCapacity(1024)
     preconditionLibUVSucceeded(uv_loop_init(rawLoop), "uv_loop_init")
     // Unretained: the Loop outlives its uv_loop_t, which close() frees.
     rawLoop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
@@ -101,12 +107,18 @@ public final class Loop {
   /// is active.
   public func run() {
     precondition(!isClosed, "run() on a closed Loop")
+    precondition(!isRunning, "run() re-entered from a loop callback")
+    isRunning = true
+    defer { isRunning = false }
     _ = uv_run(rawLoop, UV_RUN_DEFAULT)
   }
 
   /// Runs one iteration: polls without blocking when `nowait`, else blocks for I/O once.
   public func runOnce(nowait: Bool) {
     precondition(!isClosed, "runOnce() on a closed Loop")
+    precondition(!isRunning, "runOnce() re-entered from a loop callback")
+    isRunning = true
+    defer { isRunning = false }
     _ = uv_run(rawLoop, nowait ? UV_RUN_NOWAIT : UV_RUN_ONCE)
   }
 
@@ -137,7 +149,8 @@ public final class Loop {
   }
 
   /// Raises the soft `RLIMIT_NOFILE` towards `target`, capped at the hard limit, and
-  /// returns the soft limit in force afterwards. Never lowers it.
+  /// returns the soft limit in force afterwards (-1 if it cannot be read). Never
+  /// lowers it. Each connection costs one descriptor.
   public static func raiseOpenFileLimit(to target: Int) -> Int {
     var limit = rlimit()
     guard getrlimit(resourceNoFile, &limit) == 0 else { return -1 }
@@ -150,15 +163,17 @@ public final class Loop {
     return limit.rlim_cur >= rlim_t(Int.max) ? Int.max : Int(limit.rlim_cur)
   }
 
-  /// Closes every remaining handle (`uv_walk` + `uv_close`), runs until all close
+  /// Closes every remaining handle (`uv_walk`, then each owner's `close()`), runs until all close
   /// callbacks have run (connections report `onClose` here), then `uv_loop_close`,
   /// which must succeed: anything else means a handle or request leaked (the
   /// `MAKE_VALGRIND_HAPPY` check of libuv's own tests).
   ///
   /// Handles created by other libraries on this loop must be closed by their owners
-  /// first: the walk closes only handles still open, with this module's callback.
+  /// first: the walk skips handles already closing and traps on an open handle it
+  /// does not own.
   public func close() {
     precondition(!isClosed, "Loop.close() called twice")
+    precondition(!isRunning, "Loop.close() called from a loop callback; stop() and close after run() returns")
     uv_close(prepareHandle.cast(), nil)
     uv_close(checkHandle.cast(), nil)
     uv_close(lingerTimer.cast(), nil)
@@ -195,10 +210,14 @@ extension Loop: Sendable {}
   private let resourceNoFile = RLIMIT_NOFILE
 #endif
 
-/// `uv_walk_cb` for `Loop.close()`: closes each handle not already closing.
+/// `uv_walk_cb` for `Loop.close()`: asks the owner of each handle not already
+/// closing to close it, so the owner's own state machine records the close.
 private func walkCloseCallback(_ handle: UnsafeMutablePointer<uv_handle_t>?, _: UnsafeMutableRawPointer?) {
-  guard let handle, uv_is_closing(handle) == 0 else { return }
-  uv_close(handle, handleCloseCallback)
+  guard let handle, uv_is_closing(handle) == 0, let data = handle.pointee.data else { return }
+  guard let owner = Unmanaged<AnyObject>.fromOpaque(data).takeUnretainedValue() as? any HandleOwner else {
+    preconditionFailure("Loop.close(): an open handle without an EventLoop owner")
+  }
+  owner.close()
 }
 
 /// The `uv_prepare_cb` of the cork.
@@ -215,16 +234,22 @@ private func checkFlushCallback(_ handle: UnsafeMutablePointer<uv_check_t>?) {
 
 extension Loop {
   /// Flushes every connection written to since the last flush. Connections dirtied
-  /// during the pass (e.g. by a failing write closing a peer) are flushed in the same
-  /// pass: the index walks the growing array.
+  /// during the pass are flushed in the same pass.
   func flushDirtyConnections() {
     guard !dirtyConnections.isEmpty else { return }
-    var index = 0
-    while index < dirtyConnections.count {
-      dirtyConnections[index].flushPending()
-      index += 1
+    while !dirtyConnections.isEmpty {
+      dirtyConnections.removeFirst().flushPending()
     }
-    dirtyConnections.removeAll(keepingCapacity: true)
+    uv_unref(prepareHandle.cast())
+  }
+
+  /// Lists `connection` for the end-of-turn flush. While the list is non-empty the
+  /// prepare handle is referenced, so the loop stays alive for one more iteration
+  /// and flushes bytes written where the check phase has already passed (close
+  /// callbacks, or before `run()`), instead of exiting with them queued.
+  func addDirtyConnection(_ connection: TCPConnection) {
+    if dirtyConnections.isEmpty { uv_ref(prepareHandle.cast()) }
+    dirtyConnections.append(connection)
   }
 
   /// Puts `connection` in the linger queue with a deadline `lingerTimeoutMs` from now.
@@ -235,7 +260,8 @@ extension Loop {
   }
 
   private func armLingerTimer() {
-    guard !lingerQueue.isEmpty else { return }
+    // The timer is already closing during Loop.close(); every connection closes then anyway.
+    guard !lingerQueue.isEmpty, uv_is_closing(lingerTimer.cast()) == 0 else { return }
     let deadline = lingerQueue.front.pointee.deadlineMs
     let now = uv_now(rawLoop)
     let delay = deadline > now ? deadline - now : 0

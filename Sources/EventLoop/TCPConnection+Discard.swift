@@ -18,7 +18,7 @@ extension TCPConnection {
     }
     pending.removeAll()
     for entry in kept { pending.append(entry) }
-    queuedBytes -= dropped
+    queuedByteCount -= dropped
     return dropped
   }
 }

@@ -9,25 +9,35 @@ struct PendingWrite {
 extension TCPConnection {
   /// Queues `buffer` (by reference: fan-out enqueues one buffer to many connections).
   ///
-  /// Nothing is written immediately: the loop's cork flushes every connection written
-  /// during a turn once, gathering its queue into one `uv_try_write` (uWebSockets'
-  /// cork). Returns false and queues nothing when the connection is closing or shutting
-  /// down, or when `queuedBytes + buffer.count` would exceed `maxOutboundBytes`; the
-  /// caller then treats the peer as a slow consumer and closes it.
+  /// Normally nothing is written immediately: the loop's cork flushes every connection
+  /// written during a turn once, gathering its queue into one `uv_try_write`
+  /// (uWebSockets' cork). The cap applies to bytes the kernel has not taken: when
+  /// this buffer would take the queue over `maxOutboundBytes`, the queue is offered
+  /// to the kernel at once (try-write first) and only what it refuses counts, so a
+  /// reader that keeps up is never mistaken for a slow one, whatever the frame size.
+  ///
+  /// Returns false when the connection is closing or shutting down (nothing queued),
+  /// or when the queue is still over the cap after that attempt: the buffer then
+  /// stays queued, so frame boundaries are intact, and the caller treats the peer as
+  /// a slow consumer (`discardUnsent()`, then a close).
   @discardableResult
   public func write(_ buffer: OutboundBuffer) -> Bool {
-    guard state == .open, buffer.count <= maxOutboundBytes - queuedBytes else { return false }
+    guard state == .open else { return false }
     guard buffer.count > 0 else { return true }
     pending.append(PendingWrite(buffer: buffer, offset: 0))
-    queuedBytes += buffer.count
-    markDirty()
-    return true
+    queuedByteCount += buffer.count
+    guard queuedByteCount > outboundByteLimit else {
+      markDirty()
+      return true
+    }
+    flushPending()
+    return state == .open && queuedByteCount <= outboundByteLimit
   }
 
   /// Copies `bytes` into a new `OutboundBuffer` and queues it; see `write(_: OutboundBuffer)`.
   @discardableResult
   public func write(_ bytes: [UInt8]) -> Bool {
-    guard state == .open, bytes.count <= maxOutboundBytes - queuedBytes else { return false }
+    guard state == .open else { return false }
     return write(OutboundBuffer(bytes: bytes))
   }
 
@@ -39,7 +49,7 @@ extension TCPConnection {
   func markDirty() {
     guard !isDirty else { return }
     isDirty = true
-    loop.dirtyConnections.append(self)
+    loop.addDirtyConnection(self)
   }
 
   /// Writes as much of the queue as the kernel takes now (`uv_try_write`, one
@@ -49,9 +59,9 @@ extension TCPConnection {
   func flushPending() {
     isDirty = false
     guard state == .open || state == .shuttingDown, !writeInFlight, !pending.isEmpty else { return }
-    loop.stats.flushes &+= 1
+    loop.statistics.flushes &+= 1
     let (bufferCount, _) = gatherPending()
-    loop.stats.tryWriteCalls &+= 1
+    loop.statistics.tryWriteCalls &+= 1
     let result = uv_try_write(stream, loop.gatherBuffers, UInt32(bufferCount))
     if result > 0 {
       consumeWritten(Int(result))
@@ -83,8 +93,8 @@ extension TCPConnection {
   /// Drops fully written buffers from the front of the queue and advances the
   /// offset of a partially written one, so the remainder goes out next.
   private func consumeWritten(_ byteCount: Int) {
-    queuedBytes -= byteCount
-    loop.stats.bytesWritten &+= UInt64(byteCount)
+    queuedByteCount -= byteCount
+    loop.statistics.bytesWritten &+= UInt64(byteCount)
     var remaining = byteCount
     while remaining > 0 {
       let entry = pending.front
@@ -110,7 +120,7 @@ extension TCPConnection {
     request.pointee.data = Unmanaged.passUnretained(self).toOpaque()
     let result = uv_write(request, stream, loop.gatherBuffers, UInt32(bufferCount), writeCallback)
     guard result == 0 else { return fail(LoopError(code: result)) }
-    loop.stats.writeRequests &+= 1
+    loop.statistics.writeRequests &+= 1
     writeInFlight = true
     inFlightBufferCount = bufferCount
     inFlightByteCount = byteCount
@@ -122,8 +132,8 @@ extension TCPConnection {
     guard status != UV_ECANCELED.rawValue else { return }
     guard status == 0 else { return fail(LoopError(code: status)) }
     pending.removeFirst(inFlightBufferCount)
-    queuedBytes -= inFlightByteCount
-    loop.stats.bytesWritten &+= UInt64(inFlightByteCount)
+    queuedByteCount -= inFlightByteCount
+    loop.statistics.bytesWritten &+= UInt64(inFlightByteCount)
     inFlightBufferCount = 0
     inFlightByteCount = 0
     if pending.isEmpty { startShutdownRequestIfReady() } else { markDirty() }

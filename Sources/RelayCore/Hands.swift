@@ -24,7 +24,7 @@ extension RelayCore {
     let (session, me) = try memberSession(id, request)
     let target = uid ?? me.uid
     guard target == me.uid || me.role == .host else {
-      throw Refusal(.forbidden, "only a host may lower another participant's hand")
+      throw Refusal(.forbidden, "host role required")
     }
     try acquireHandRate(me, request)
     ok(request)
@@ -40,7 +40,7 @@ extension RelayCore {
   /// `hand.lower_all` (host) → `hands.cleared {by}` only if any hand was up.
   func lowerAllHands(_ id: String, _ request: Request) throws(Refusal) {
     let (session, me) = try memberSession(id, request)
-    guard me.role == .host else { throw Refusal(.forbidden, "only a host may clear all hands") }
+    guard me.role == .host else { throw Refusal(.forbidden, "host role required") }
     try acquireHandRate(me, request)
     ok(request)
     guard !session.hands.isEmpty else { return }

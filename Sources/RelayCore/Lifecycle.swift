@@ -8,7 +8,7 @@ extension RelayCore {
   func detachLeaving(_ connection: Connection, at: Instant) {
     guard let uid = connection.uid else { return }
     for id in connection.sessions {
-      removeParticipant(uid, from: id, reason: .left, by: nil, at: at)
+      removeParticipant(uid, from: id, reason: .left, by: uid, at: at)
     }
     connection.sessions.removeAll()
   }

@@ -1,5 +1,19 @@
 // The relay as a deterministic state machine (DESIGN.md, "Why the core is a pure state
 // machine"): inputs carry their Instant, outputs are Effects drained by the shell.
+//
+// Decisions (see also protocol/PROTOCOL.md):
+// - Dev mode (§3): every `hello.dev` user may join any session; its role is
+//   `hello.dev.role` ("host"/"participant"), default participant.
+// - Membership errors: a session command from a connection that is not the member
+//   connection gets `not_in_session`, whether the session exists or not.
+// - Endings: a clean close, and every close the core itself requests (4501, 4029),
+//   leaves each session at once (`hand.lowered {left}` if up, `participant.left
+//   {left}`). An unclean end goes through `connectionLost`, which leaves the same way
+//   until heartbeats/grace (§5) land there.
+// - An emptied session is dropped; a session created by `createSession` lives until
+//   it has been joined and emptied.
+// - Ids drawn from `ids`, in this order per hello: connectionId (12 bytes), then
+//   resumeToken (24 bytes); session ids 16 bytes.
 public import RelayProtocol
 
 /// The relay core. Not thread-safe: the shell calls it from its one loop thread.

@@ -108,7 +108,7 @@ extension RelayCore {
       oldConnection.sessions.removeAll { $0 == session.id }
       sendSessionLeft(session.id, to: old, reason: "replaced")
     }
-    participant.connection = request.c
+    session.attach(participant, to: request.c)
     request.connection.sessions.append(session.id)
     participant.name = request.identity.name
     participant.avatar = request.identity.avatar
@@ -135,13 +135,13 @@ extension RelayCore {
     _ = try memberSession(id, request)
     ok(request)
     sendSessionLeft(id, to: request.c, reason: "left")
-    removeParticipant(request.uid, from: id, reason: .left, by: nil, at: request.at)
+    removeParticipant(request.uid, from: id, reason: .left, by: request.uid, at: request.at)
   }
 
   /// `participant.remove {session, uid}` (§6): host only; unknown uid → not_found.
   func removeByHost(_ id: String, uid: String, _ request: Request) throws(Refusal) {
     let (session, me) = try memberSession(id, request)
-    guard me.role == .host else { throw Refusal(.forbidden, "only a host may remove participants") }
+    guard me.role == .host else { throw Refusal(.forbidden, "host role required") }
     guard let target = session[uid] else { throw Refusal(.notFound, "no participant \(uid)") }
     ok(request)
     if let c = target.connection { sendSessionLeft(id, to: c, reason: "removed") }
@@ -149,9 +149,10 @@ extension RelayCore {
   }
 
   /// Takes the participant out, then tells the remaining members (§6): `hand.lowered`
-  /// if its hand was up, then `participant.left`. `by` is the acting user; without one
-  /// (leave, admin, timeout) `hand.lowered.by` is the participant itself. An emptied
-  /// session is dropped (nobody is left to resume it).
+  /// if its hand was up, then `participant.left`. `by` is the user whose action it was
+  /// (the leaver itself for `left`, the host for `removed`); nil (admin API, timeout)
+  /// is sent as `by: null` (protocol/PROTOCOL.md §6.2). An emptied session is dropped
+  /// (nobody is left to resume it).
   func removeParticipant(_ uid: String, from id: String, reason: LeaveReason, by: String?, at: Instant) {
     guard let session = sessions[id], let participant = session[uid] else { return }
     if let c = participant.connection { connections[c]?.sessions.removeAll { $0 == id } }
@@ -160,14 +161,13 @@ extension RelayCore {
       session.hands.remove(at: index)
       emit(session, "hand.lowered", at: at) { w in
         w.field("uid", uid)
-        w.field("by", by ?? uid)
+        w.nullableField("by", by)
         w.field("reason", reason.rawValue)
       }
     }
     emit(session, "participant.left", at: at) { w in
       w.field("uid", uid)
       w.field("reason", reason.rawValue)
-      w.optionalField("by", by)
     }
     if session.isEmpty { sessions[id] = nil }
   }

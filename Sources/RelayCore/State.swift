@@ -17,8 +17,9 @@ final class Participant {
   var role: Role
   let joinedAtWallMs: Int64
   var status = ParticipantStatus.connected
-  /// The connection that joined (nil while lost, §5).
-  var connection: ConnectionID?
+  /// The connection that joined (nil while lost, §5). Change it only through
+  /// `Session.attach`/`detach`, which keep the fan-out list current.
+  fileprivate(set) var connection: ConnectionID?
   var handWindow: RateWindow
   var messageWindow: RateWindow
 
@@ -66,13 +67,25 @@ final class Session {
   /// Participants in join order.
   var members: [Participant] { order.compactMap { participants[$0] } }
 
+  /// Fan-out list cache: rebuilt only when membership or a connection changes, so an
+  /// event to a large session costs no per-member work in the core (DESIGN.md, "The
+  /// hot path"); the array is shared copy-on-write with the `.send` effect.
+  private var recipients: [ConnectionID]?
+
   /// Connections of connected participants, in join order (fan-out recipients).
   func connections(excluding excluded: ConnectionID? = nil) -> [ConnectionID] {
+    let all = recipients ?? rebuildRecipients()
+    guard let excluded else { return all }
+    return all.filter { $0 != excluded }
+  }
+
+  private func rebuildRecipients() -> [ConnectionID] {
     var result: [ConnectionID] = []
     result.reserveCapacity(order.count)
     for uid in order {
-      if let c = participants[uid]?.connection, c != excluded { result.append(c) }
+      if let c = participants[uid]?.connection { result.append(c) }
     }
+    recipients = result
     return result
   }
 
@@ -80,11 +93,25 @@ final class Session {
     precondition(participants[participant.uid] == nil, "participant added twice")
     participants[participant.uid] = participant
     order.append(participant.uid)
+    recipients = nil
   }
 
   func remove(_ uid: String) {
     guard participants.removeValue(forKey: uid) != nil else { return }
     order.removeAll { $0 == uid }
+    recipients = nil
+  }
+
+  /// Points the participant at a (new) connection: join takeover, resume.
+  func attach(_ participant: Participant, to c: ConnectionID) {
+    participant.connection = c
+    recipients = nil
+  }
+
+  /// The participant keeps its place but has no connection (§5 lost).
+  func detach(_ participant: Participant) {
+    participant.connection = nil
+    recipients = nil
   }
 
   func handIndex(of uid: String) -> Int? { hands.firstIndex { $0.uid == uid } }

@@ -6,11 +6,18 @@ public enum CommandDecoder {
   public static func decode(_ bytes: [UInt8], limits: DecoderLimits = DecoderLimits())
     -> Result<Envelope, CommandError>
   {
+    bytes.withUnsafeBytes { decode($0, limits: limits) }
+  }
+
+  /// Decodes one inbound text message from memory the caller owns.
+  public static func decode(_ buffer: UnsafeRawBufferPointer, limits: DecoderLimits = DecoderLimits())
+    -> Result<Envelope, CommandError>
+  {
     let value: JSONValue
     do {
-      value = try JSONParser.parse(bytes)
+      value = try JSONParser.parse(buffer)
     } catch {
-      return .failure(CommandError(code: .badRequest, message: "not JSON: \(error)"))
+      return .failure(CommandError(code: .badRequest, message: "not JSON (\(error))"))
     }
     guard let object = value.objectValue else {
       return .failure(CommandError(code: .badRequest, message: "not a JSON object"))
@@ -45,7 +52,7 @@ struct Fields {
   let type: String
 
   func bad(_ message: String) -> CommandError {
-    CommandError(code: .badRequest, message: message, re: re, type: type)
+    CommandError(code: .badRequest, message: "\(type): \(message)", re: re, type: type)
   }
 
   func command() throws(CommandError) -> Command {
@@ -80,7 +87,7 @@ struct Fields {
     case "call.cancel": return .callCancel(callId: try identifier("callId"))
     case "call.end": return .callEnd(callId: try identifier("callId"))
     default:
-      throw CommandError(code: .unknownType, message: "unknown type", re: re, type: nil)
+      throw CommandError(code: .unknownType, message: "unknown type \(type)", re: re, type: nil)
     }
   }
 
@@ -95,7 +102,7 @@ struct Fields {
   }
 
   func string(_ key: String) throws(CommandError) -> String {
-    guard let value = try optionalString(key) else { throw bad("missing \(key)") }
+    guard let value = try optionalString(key) else { throw bad("missing field \(key)") }
     return value
   }
 
@@ -109,7 +116,7 @@ struct Fields {
   }
 
   func identifier(_ key: String) throws(CommandError) -> String {
-    guard let value = try optionalIdentifier(key) else { throw bad("missing \(key)") }
+    guard let value = try optionalIdentifier(key) else { throw bad("missing field \(key)") }
     return value
   }
 
@@ -128,7 +135,7 @@ struct Fields {
 
   /// §7a: any JSON value (null included) whose compact encoding is ≤ maxDataBytes.
   func data() throws(CommandError) -> [UInt8] {
-    guard let value = object["data"] else { throw bad("missing data") }
+    guard let value = object["data"] else { throw bad("missing field data") }
     let encoded = value.encoded()
     guard encoded.count <= limits.maxDataBytes else {
       throw bad("data exceeds \(limits.maxDataBytes) bytes")

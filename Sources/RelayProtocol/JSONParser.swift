@@ -30,6 +30,15 @@ public enum JSONParser {
     return try result.get()
   }
 
+  /// Parses straight from memory the caller owns (e.g. the shell's reassembly
+  /// buffer), without copying it into an array first.
+  public static func parse(_ buffer: UnsafeRawBufferPointer, maxDepth: Int = defaultMaxDepth)
+    throws(JSONError) -> JSONValue
+  {
+    var parser = ByteParser(buffer: buffer.assumingMemoryBound(to: UInt8.self), maxDepth: maxDepth)
+    return try parser.parseDocument()
+  }
+
   /// Convenience for tests and callers holding a String.
   public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(JSONError)
     -> JSONValue

@@ -64,8 +64,9 @@ public struct JSONObject: Sendable, Hashable {
   }
 }
 
-/// Any JSON value.
-public indirect enum JSONValue: Sendable, Hashable {
+/// Any JSON value. Not `indirect`: arrays and objects already store their elements
+/// out of line, so scalars need no box (one allocation less per value when parsing).
+public enum JSONValue: Sendable, Hashable {
   case null
   case bool(Bool)
   case number(JSONNumber)

@@ -129,6 +129,13 @@ public struct JSONWriter: Sendable {
     field(name, value)
   }
 
+  /// Writes the member with `null` when `value` is nil (fields the contract keeps
+  /// present but empty, e.g. `hand.lowered.by` for the admin API).
+  public mutating func nullableField(_ name: String, _ value: String?) {
+    key(name)
+    if let value { string(value) } else { null() }
+  }
+
   // MARK: String escaping (RFC 8259 §7)
 
   mutating func appendQuoted(_ text: String) {

@@ -68,21 +68,23 @@ extension RelayServer {
   /// Mirrors the core's counters into the Prometheus registry right before a scrape.
   func refreshCoreMetrics() {
     let s = core.stats
+    metrics.advance(metrics.bytesIn, key: "in", to: loop.stats.bytesRead)
+    metrics.advance(metrics.bytesOut, key: "out", to: loop.stats.bytesWritten)
     metrics.mirror("relay_core_connections", s.connections)
     metrics.mirror("relay_sessions", s.sessions)
     metrics.mirror("relay_participants", s.participants)
-    metrics.mirror("relay_fanout_deliveries", Int(s.deliveries))
-    metrics.mirror("relay_lost", Int(s.lost))
-    metrics.mirror("relay_restored", Int(s.restored))
-    metrics.mirror("relay_timed_out", Int(s.timedOut))
+    metrics.mirrorCounter("relay_fanout_deliveries_total", s.deliveries)
+    metrics.mirrorCounter("relay_participants_lost_total", s.lost)
+    metrics.mirrorCounter("relay_participants_restored_total", s.restored)
+    metrics.mirrorCounter("relay_participants_timed_out_total", s.timedOut)
     for (k, v) in s.commandsByType.sorted(by: { $0.key < $1.key }) {
-      metrics.mirror("relay_commands", labels: [("type", k)], Int(v))
+      metrics.mirrorCounter("relay_commands_total", labels: [("type", k)], v)
     }
     for (k, v) in s.eventsByType.sorted(by: { $0.key < $1.key }) {
-      metrics.mirror("relay_events", labels: [("type", k)], Int(v))
+      metrics.mirrorCounter("relay_events_total", labels: [("type", k)], v)
     }
     for (k, v) in s.errorsByCode.sorted(by: { $0.key < $1.key }) {
-      metrics.mirror("relay_errors", labels: [("code", k)], Int(v))
+      metrics.mirrorCounter("relay_errors_total", labels: [("code", k)], v)
     }
   }
 

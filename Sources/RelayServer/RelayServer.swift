@@ -26,6 +26,7 @@ public final class RelayServer {
   private var signals: [SignalWatcher] = []
   private(set) var draining = false
   private var websocketCount = 0
+  private var stopped = false
   private var drainStartedMs: Int64 = 0
   private let wallOffsetMs: Int64
 
@@ -91,7 +92,6 @@ public final class RelayServer {
 
   private func didRead(_ id: ConnectionID, _ bytes: UnsafeRawBufferPointer) {
     guard let conn = connections[id] else { return }
-    metrics.bytesIn.increment(by: bytes.count)
     switch conn.phase {
     case .http(var parser):
       conn.phase = .finishing  // parser moved out so it is mutated uniquely
@@ -111,14 +111,17 @@ public final class RelayServer {
 
   private func didClose(_ id: ConnectionID, _ reason: CloseReason) {
     guard let conn = connections.removeValue(forKey: id) else { return }
-    if conn.isWebSocket { websocketCount -= 1; metrics.websocketsOpen.record(websocketCount) }
+    leaveWebSocket(conn)
     metrics.connectionsOpen.record(connections.count)
     if conn.coreOpened {
       conn.coreOpened = false
       core.closed(id, clean: conn.closedCleanly, at: now)
       applyEffects()
     }
-    if draining { finishDrainIfDone() }
+    if draining, stopped, connections.isEmpty {
+      sweepTimer?.close()
+      sweepTimer = nil
+    }
   }
 
   // MARK: HTTP
@@ -131,6 +134,11 @@ public final class RelayServer {
       respond(conn, status: status, body: Array(HTTPStatus.reason(status).utf8))
     case .complete(let head, _):
       metrics.httpRequests.increment()
+      // RFC 9112 §3.2: an HTTP/1.1 request without exactly one Host is a 400.
+      if head.versionMinor >= 1, head.headerCount("host") != 1 {
+        respond(conn, status: 400, body: Array("missing or repeated Host".utf8))
+        return
+      }
       if isUpgrade(head) {
         upgrade(conn, head, leftover: leftover)
         return
@@ -157,7 +165,6 @@ public final class RelayServer {
   func respond(_ conn: ServerConnection, status: Int, headers: [(String, String)] = [], body: [UInt8]) {
     conn.phase = .finishing
     let bytes = HTTPResponse.make(status: status, headers: headers, body: body, close: true)
-    metrics.bytesOut.increment(by: bytes.count)
     conn.tcp.write(bytes)
     conn.tcp.shutdown()
   }
@@ -183,10 +190,10 @@ public final class RelayServer {
       conn.tcp.write(response)
       conn.tcp.shutdown()
     case .accept(let response, _):
-      metrics.bytesOut.increment(by: response.count)
       conn.tcp.write(response)
       conn.phase = .websocket(
         WebSocketConnection(role: .server, maxMessageBytes: config.maxMessageBytes), endpoint)
+      conn.countedAsWebSocket = true
       websocketCount += 1
       metrics.websocketsOpen.record(websocketCount)
       if endpoint == .relay {
@@ -241,7 +248,19 @@ public final class RelayServer {
       conn.closedCleanly = true
       conn.phase = .finishing
       conn.tcp.shutdown()
+      leaveWebSocket(conn)
     }
+  }
+
+  /// Counts a WebSocket out of the open ones exactly once: when its closing
+  /// handshake completes, when it is dropped as a slow consumer, or when its socket
+  /// ends. Drain completion and the open-WebSockets gauge read this count.
+  private func leaveWebSocket(_ conn: ServerConnection) {
+    guard conn.countedAsWebSocket else { return }
+    conn.countedAsWebSocket = false
+    websocketCount -= 1
+    metrics.websocketsOpen.record(websocketCount)
+    if draining, !stopped, websocketCount == 0 { finishDrain(force: false) }
   }
 
   /// Starts a close we initiate: close frame now, TCP closed when the peer answers
@@ -256,16 +275,18 @@ public final class RelayServer {
   }
 
   private func send(_ conn: ServerConnection, _ bytes: [UInt8]) {
-    if !conn.tcp.write(bytes) { slowConsumer(conn) } else { metrics.bytesOut.increment(by: bytes.count) }
+    if !conn.tcp.write(bytes) { slowConsumer(conn) }
   }
 
   private func send(_ conn: ServerConnection, _ buffer: OutboundBuffer) {
-    if !conn.tcp.write(buffer) { slowConsumer(conn) } else { metrics.bytesOut.increment(by: buffer.count) }
+    if !conn.tcp.write(buffer) { slowConsumer(conn) }
   }
 
-  /// Contract §1: over `--max-outbound-bytes` queued → close 4008 and free the queue.
-  /// What is not yet handed to the kernel is dropped; the close frame follows the
-  /// bytes already in flight, so frame boundaries stay intact.
+  /// Contract §1: over `--max-outbound-bytes` not taken by the kernel → close 4008
+  /// and free the queue. What the kernel has not started on is dropped at once; the
+  /// close frame follows the bytes in flight, so frame boundaries stay intact, and the
+  /// socket gets the loop's bounded linger to deliver it. A peer too far behind to
+  /// take even that is cut off immediately.
   private func slowConsumer(_ conn: ServerConnection) {
     metrics.slowConsumerCloses.increment()
     logger.debug("slow consumer", metadata: ["connection": "\(conn.id)"])
@@ -276,13 +297,13 @@ public final class RelayServer {
     }
     let frame = ws.close(code: 4008, reason: "slow consumer")
     conn.phase = .websocket(ws, endpoint)
-    conn.closedCleanly = false
+    conn.phase = .finishing
     if frame.isEmpty || !conn.tcp.write(frame) {
       conn.tcp.close()
-      return
+    } else {
+      conn.tcp.shutdown()
     }
-    conn.phase = .finishing
-    conn.tcp.shutdown()
+    leaveWebSocket(conn)
   }
 
   // MARK: Core effects
@@ -366,26 +387,34 @@ public final class RelayServer {
   }
 
   private func finishDrainIfDone() {
-    if !connections.values.contains(where: \.isWebSocket) { finishDrain(force: false) }
+    if websocketCount == 0 { finishDrain(force: false) }
   }
 
-  /// Stops accepting and releases the server's own handles; the loop then ends when
-  /// the last connection is closed. Connections still flushing a response or a
-  /// close reply keep their bounded shutdown unless the drain timeout forces them.
+  /// Stops accepting and lets the loop end with the last connection. Connections
+  /// still flushing a response or a close reply keep their bounded shutdown; the
+  /// sweep keeps running so the drain timeout can still force them (contract §12:
+  /// exit within `--drain-timeout`).
   private func finishDrain(force: Bool) {
-    logger.info("stopped", metadata: ["forced": "\(force)"])
-    listener?.close()
-    listener = nil
-    for conn in connections.values.sorted(by: { $0.id < $1.id }) {
-      if force || conn.isWebSocket { conn.tcp.close() }
-      if case .http = conn.phase { conn.tcp.close() }
+    if !stopped {
+      stopped = true
+      logger.info("stopped accepting", metadata: ["forced": "\(force)"])
+      listener?.close()
+      listener = nil
+      coreTimer?.close()
+      coreTimer = nil
+      for s in signals { s.close() }
+      signals = []
     }
-    coreTimer?.close()
-    coreTimer = nil
-    sweepTimer?.close()
-    sweepTimer = nil
-    for s in signals { s.close() }
-    signals = []
+    for conn in connections.values.sorted(by: { $0.id < $1.id }) {
+      switch conn.phase {
+      case .http, .body, .websocket: conn.tcp.close()
+      case .finishing: if force { conn.tcp.close() }
+      }
+    }
+    if force || connections.isEmpty {
+      sweepTimer?.close()
+      sweepTimer = nil
+    }
   }
 }
 

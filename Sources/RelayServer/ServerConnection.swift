@@ -32,6 +32,8 @@ final class ServerConnection {
   /// True when the WebSocket closing handshake completed or we started it: the
   /// core then treats the end as a clean close, not a lost connection.
   var closedCleanly = false
+  /// Counted among the server's open WebSockets (see `RelayServer.leaveWebSocket`).
+  var countedAsWebSocket = false
 
   init(id: ConnectionID, tcp: TCPConnection, maxHeadBytes: Int) {
     self.id = id

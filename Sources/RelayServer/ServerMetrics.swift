@@ -19,6 +19,7 @@ final class ServerMetrics {
   let httpRequests: CoreMetrics.Counter
   let commandLatency: Metrics.Timer
   private var mirrored: [String: CoreMetrics.Gauge] = [:]
+  private var mirroredCounters: [String: CoreMetrics.Counter] = [:]
 
   init() {
     var f = PrometheusMetricsFactory(registry: registry)
@@ -49,6 +50,30 @@ final class ServerMetrics {
       mirrored[key] = gauge
     }
     gauge.record(value)
+  }
+
+  private var advanced: [String: Int64] = [:]
+
+  /// Advances a counter mirrored from a running total of the core (`name` with labels).
+  func mirrorCounter(_ name: String, labels: [(String, String)] = [], _ total: UInt64) {
+    let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
+    let counter: CoreMetrics.Counter
+    if let c = mirroredCounters[key] {
+      counter = c
+    } else {
+      counter = CoreMetrics.Counter(label: name, dimensions: labels, factory: factory)
+      mirroredCounters[key] = counter
+    }
+    advance(counter, key: key, to: total)
+  }
+
+  /// Advances a counter to a running total kept elsewhere (the loop counts bytes
+  /// with plain integers; an atomic increment per write would sit on the hot path).
+  func advance(_ counter: CoreMetrics.Counter, key: String, to total: UInt64) {
+    let value = Int64(clamping: total)
+    let delta = value - (advanced[key] ?? 0)
+    if delta > 0 { counter.increment(by: delta) }
+    advanced[key] = value
   }
 
   func exposition() -> [UInt8] { registry.emitToBuffer() }

@@ -91,6 +91,29 @@ public enum WebSocketFrame {
     }
   }
 
+  /// Appends one frame to `buffer` (a connection's outbound "cork" buffer):
+  /// no allocation while `buffer` has capacity. Same bytes as `encode`.
+  public static func append(
+    opcode: Opcode, payload: UnsafeRawBufferPointer, fin: Bool = true, mask: UInt32? = nil,
+    to buffer: inout [UInt8]
+  ) {
+    let count = payload.count
+    var header: (UInt64, UInt64) = (0, 0)  // 16 bytes of stack for ≤ 14
+    let headerBytes = withUnsafeMutableBytes(of: &header) {
+      writeHeader(opcode: opcode, payloadCount: count, fin: fin, mask: mask, into: $0.baseAddress!)
+    }
+    // No reserveCapacity: it grows to the exact size, which turns many
+    // appends into quadratic copying; append's own growth is geometric.
+    withUnsafeBytes(of: header) { buffer.append(contentsOf: $0.prefix(headerBytes)) }
+    buffer.append(contentsOf: payload)
+    guard let mask, count > 0 else { return }
+    buffer.withUnsafeMutableBytes { raw in
+      let tail = raw.baseAddress! + (raw.count - count)
+      applyMask(
+        MaskKey(networkOrder: mask), phase: 0, source: tail, destination: tail, count: count)
+    }
+  }
+
   /// Array convenience for `encode(opcode:payload:fin:mask:)`.
   public static func encode(
     opcode: Opcode, payload: [UInt8], fin: Bool = true, mask: UInt32? = nil

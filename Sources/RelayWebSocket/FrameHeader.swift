@@ -35,7 +35,8 @@ struct FrameHeader: Sendable {
     var offset = 2
     switch byte1 & 0x7F {
     case 126:
-      payloadLength = UInt64(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 2, as: UInt16.self)))
+      payloadLength = UInt64(
+        UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 2, as: UInt16.self)))
       offset = 4
     case 127:
       payloadLength = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 2, as: UInt64.self))

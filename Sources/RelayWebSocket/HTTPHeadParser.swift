@@ -82,7 +82,8 @@ public struct HTTPHeadParser {
       // The block handed over is every line with its CRLF, minus the final
       // empty line.
       return buffer.withUnsafeBytes { raw in
-        HTTPHeadSyntax.parseHead(UnsafeRawBufferPointer(rebasing: raw[start..<end - 2]), bodyStart: end)
+        HTTPHeadSyntax.parseHead(
+          UnsafeRawBufferPointer(rebasing: raw[start..<end - 2]), bodyStart: end)
       }
     }
     return buffer.count > maxHeadBytes ? .invalid(status: 431) : .needMore

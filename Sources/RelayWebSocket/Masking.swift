@@ -59,12 +59,24 @@ func applyMask(
     destination.storeBytes(of: word ^ key64, toByteOffset: i, as: UInt64.self)
     i += 8
   }
-  // Fewer than 8 left; i is a multiple of 8, so the cycle restarts at key octet 0.
-  withUnsafeBytes(of: key32) { keyBytes in
-    while i < count {
-      let byte = source.load(fromByteOffset: i, as: UInt8.self) ^ keyBytes[i & 3]
-      destination.storeBytes(of: byte, toByteOffset: i, as: UInt8.self)
-      i += 1
-    }
+  // Fewer than 8 left; i is a multiple of 8 (then of 4), so the cycle
+  // restarts at key octet 0 each time.
+  if i + 4 <= count {
+    let word = source.loadUnaligned(fromByteOffset: i, as: UInt32.self)
+    destination.storeBytes(of: word ^ key32, toByteOffset: i, as: UInt32.self)
+    i += 4
+  }
+  var key = key32
+  while i < count {
+    #if _endian(little)
+      let keyByte = UInt8(truncatingIfNeeded: key)  // lowest address first
+      key >>= 8
+    #else
+      let keyByte = UInt8(truncatingIfNeeded: key >> 24)
+      key <<= 8
+    #endif
+    let byte = source.load(fromByteOffset: i, as: UInt8.self) ^ keyByte
+    destination.storeBytes(of: byte, toByteOffset: i, as: UInt8.self)
+    i += 1
   }
 }

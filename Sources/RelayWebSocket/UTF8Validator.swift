@@ -1,7 +1,9 @@
 // Incremental UTF-8 validation (RFC 3629 §4, required for text messages and
 // close reasons by RFC 6455 §5.6, §8.1 and §7.1.6).
 //
-// A small deterministic automaton over byte classes. It accepts exactly the
+// A small deterministic automaton over byte classes, plus two fast paths that
+// agree with it: runs of ASCII are skipped 16 and 8 bytes at a time, and a
+// whole multi-byte sequence that lies inside the piece is checked in one step. It accepts exactly the
 // well-formed sequences of RFC 3629 §4 (no overlongs, no surrogates
 // U+D800…U+DFFF, nothing above U+10FFFF) and reports a definitely-invalid
 // sequence on the very byte that makes it so, which lets the decoder fail a
@@ -43,24 +45,83 @@ public struct UTF8Validator: Sendable {
   /// Validates the next piece. Returns false as soon as a byte makes the
   /// input invalid (and on every later call).
   public mutating func feed(_ bytes: UnsafeRawBufferPointer) -> Bool {
-    guard let base = bytes.baseAddress else { return state != Self.reject }
+    guard let base = bytes.baseAddress, state != Self.reject else {
+      return state != Self.reject
+    }
     let count = bytes.count
+    var start = 0
+    if state == Self.accept {
+      // Pure ASCII (most JSON) never touches the tables.
+      start = Self.skipASCII(base, from: 0, count: count)
+      if start == count { return true }
+    }
+    let from = state
+    state = Self.table.withUnsafeBufferPointer {
+      Self.run(table: $0.baseAddress!, bytes: base + start, count: count - start, state: from)
+    }
+    return state != Self.reject
+  }
+
+  /// The validation loop; plain locals only (no captured variables), so the
+  /// position and state stay in registers.
+  static func run(
+    table: UnsafePointer<UInt8>, bytes base: UnsafeRawPointer, count: Int, state: UInt8
+  ) -> UInt8 {
     var s = state
     var i = 0
-    Self.table.withUnsafeBufferPointer { table in
-      while i < count {
-        if s == Self.accept {
-          i = Self.skipASCII(base, from: i, count: count)
-          if i == count { break }
+    while i < count {
+      if s == accept {
+        if base.load(fromByteOffset: i, as: UInt8.self) < 0x80 {
+          i = skipASCII(base, from: i + 1, count: count)
+          continue
         }
-        let byteClass = table[Int(base.load(fromByteOffset: i, as: UInt8.self))]
-        s = table[256 + Int(s) * Self.classCount + Int(byteClass)]
-        if s == Self.reject { break }
-        i += 1
+        // Between characters with a whole sequence ahead: check it at once.
+        if i + 4 <= count {
+          let length = sequenceLength(base + i)
+          if length == 0 { return reject }
+          i += length
+          continue
+        }
       }
+      // Near the end of the piece, or finishing one the last piece began:
+      // one byte at a time through the automaton.
+      let byteClass = table[Int(base.load(fromByteOffset: i, as: UInt8.self))]
+      s = table[256 + Int(s) * classCount + Int(byteClass)]
+      if s == reject { return reject }
+      i += 1
     }
-    state = s
-    return s != Self.reject
+    return s
+  }
+
+  /// Length (2…4) of the well-formed multi-byte sequence at `p`, which has
+  /// at least 4 readable bytes and a non-ASCII first byte; 0 if ill-formed.
+  /// The second-byte ranges are those of RFC 3629 §4 (the automaton's
+  /// afterE0 / afterED / afterF0 / afterF4 states).
+  @inline(__always)
+  static func sequenceLength(_ p: UnsafeRawPointer) -> Int {
+    let b0 = p.load(as: UInt8.self)
+    let b1 = p.load(fromByteOffset: 1, as: UInt8.self)
+    switch b0 {
+    case 0xC2...0xDF:
+      return isContinuation(b1) ? 2 : 0
+    case 0xE0...0xEF:
+      let low: UInt8 = b0 == 0xE0 ? 0xA0 : 0x80
+      let high: UInt8 = b0 == 0xED ? 0x9F : 0xBF
+      guard b1 >= low && b1 <= high else { return 0 }
+      return isContinuation(p.load(fromByteOffset: 2, as: UInt8.self)) ? 3 : 0
+    case 0xF0...0xF4:
+      let low: UInt8 = b0 == 0xF0 ? 0x90 : 0x80
+      let high: UInt8 = b0 == 0xF4 ? 0x8F : 0xBF
+      guard b1 >= low && b1 <= high else { return 0 }
+      guard isContinuation(p.load(fromByteOffset: 2, as: UInt8.self)) else { return 0 }
+      return isContinuation(p.load(fromByteOffset: 3, as: UInt8.self)) ? 4 : 0
+    default:
+      return 0  // stray continuation byte, C0/C1, F5…FF
+    }
+  }
+
+  @inline(__always) static func isContinuation(_ byte: UInt8) -> Bool {
+    byte & 0xC0 == 0x80
   }
 
   /// Whole-buffer check (close reasons): valid and complete.
@@ -79,6 +140,13 @@ public struct UTF8Validator: Sendable {
   @inline(__always)
   static func skipASCII(_ base: UnsafeRawPointer, from start: Int, count: Int) -> Int {
     var i = start
+    while i + 16 <= count {
+      let word =
+        base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+        | base.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
+      if word & 0x8080_8080_8080_8080 != 0 { break }
+      i += 16
+    }
     while i + 8 <= count {
       let word = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
       if word & 0x8080_8080_8080_8080 != 0 { break }

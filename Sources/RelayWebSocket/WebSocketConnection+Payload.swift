@@ -6,19 +6,30 @@ extension WebSocketConnection {
   /// consumed. Text is validated chunk by chunk so an invalid byte fails the
   /// connection before the frame is complete (§8.1, Autobahn 6.4.x).
   mutating func consumePayload(
-    _ bytes: UnsafeRawPointer, available: Int, emit: (WebSocketEvent) -> Void
+    _ bytes: UnsafeRawPointer, available: Int,
+    onMessage: (Opcode, UnsafeRawBufferPointer) -> Void, emit: (WebSocketEvent) -> Void
   ) -> Int {
     let count = Swift.min(payloadRemaining, available)
     switch sink {
     case .message:
-      let valid = appendUnmasked(bytes, count: count, validating: messageOpcode == .text)
-      if !valid {
+      if frameMask == nil && frameFin && messageLength == 0 && count == payloadRemaining {
+        // Unmasked (client role) final frame wholly in the input: no copy.
+        deliverInPlace(bytes, count: count, onMessage: onMessage, emit: emit)
+        return count
+      }
+      if !appendPayload(bytes, count: count) {
         fail(code: CloseCode.invalidPayload, reason: "invalid UTF-8", emit: emit)
         return count
       }
     case .control:
       control.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count))
-      Self.unmaskTail(&control, count: count, mask: frameMask, phase: payloadConsumed)
+      if let mask = frameMask {
+        let phase = payloadConsumed
+        control.withUnsafeMutableBytes { raw in
+          let tail = raw.baseAddress! + (raw.count - count)
+          applyMask(mask, phase: phase, source: tail, destination: tail, count: count)
+        }
+      }
     case .discard:
       break
     }
@@ -26,38 +37,61 @@ extension WebSocketConnection {
     payloadConsumed += count
     if payloadRemaining == 0 {
       inPayload = false
-      finishFrame(emit: emit)
+      finishFrame(onMessage: onMessage, emit: emit)
     }
     return count
   }
 
-  /// Appends `count` payload bytes to the message, unmasks them in place and,
-  /// for text, feeds them to the validator. Returns false on invalid UTF-8.
-  mutating func appendUnmasked(_ bytes: UnsafeRawPointer, count: Int, validating: Bool) -> Bool {
-    let start = message.count
-    message.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count))
-    Self.unmaskTail(&message, count: count, mask: frameMask, phase: payloadConsumed)
-    guard validating else { return true }
+  /// Copies `count` payload bytes into the message storage, unmasking in the
+  /// same pass, and for text feeds them to the validator. False on invalid
+  /// UTF-8.
+  mutating func appendPayload(_ bytes: UnsafeRawPointer, count: Int) -> Bool {
+    // Room for the whole rest of this frame at once (bounded by the limit).
+    ensureStorage(messageLength + payloadRemaining)
+    let offset = messageLength
+    let mask = frameMask
+    let phase = payloadConsumed
+    let validating = messageOpcode == .text
     var validator = utf8
-    let valid = message.withUnsafeBytes {
-      validator.feed(UnsafeRawBufferPointer(rebasing: $0[start..<start + count]))
+    let valid = storage.withUnsafeMutableBytes { raw -> Bool in
+      let destination = raw.baseAddress! + offset
+      if let mask {
+        applyMask(mask, phase: phase, source: bytes, destination: destination, count: count)
+      } else {
+        destination.copyMemory(from: bytes, byteCount: count)
+      }
+      return !validating || validator.feed(UnsafeRawBufferPointer(start: destination, count: count))
     }
     utf8 = validator
+    messageLength += count
     return valid
   }
 
-  /// Unmasks the last `count` bytes of `buffer`, which are the payload bytes
-  /// just read at masking phase `phase` (payload bytes of the frame before).
-  static func unmaskTail(_ buffer: inout [UInt8], count: Int, mask: MaskKey?, phase: Int) {
-    guard let mask, count > 0 else { return }
-    buffer.withUnsafeMutableBytes { raw in
-      let tail = raw.baseAddress! + (raw.count - count)
-      applyMask(mask, phase: phase, source: tail, destination: tail, count: count)
+  /// Delivers a final unmasked frame straight from the input buffer.
+  mutating func deliverInPlace(
+    _ bytes: UnsafeRawPointer, count: Int,
+    onMessage: (Opcode, UnsafeRawBufferPointer) -> Void, emit: (WebSocketEvent) -> Void
+  ) {
+    let payload = UnsafeRawBufferPointer(start: bytes, count: count)
+    let opcode = messageOpcode!
+    if opcode == .text {
+      var validator = utf8
+      guard validator.feed(payload) && validator.isComplete else {
+        let reason = validator.hasFailed ? "invalid UTF-8" : "truncated UTF-8"
+        fail(code: CloseCode.invalidPayload, reason: reason, emit: emit)
+        return
+      }
     }
+    payloadRemaining = 0
+    inPayload = false
+    messageOpcode = nil
+    onMessage(opcode, payload)
   }
 
   /// The current frame's payload is complete.
-  mutating func finishFrame(emit: (WebSocketEvent) -> Void) {
+  mutating func finishFrame(
+    onMessage: (Opcode, UnsafeRawBufferPointer) -> Void, emit: (WebSocketEvent) -> Void
+  ) {
     switch sink {
     case .discard:
       return
@@ -66,22 +100,27 @@ extension WebSocketConnection {
       control.removeAll(keepingCapacity: true)
       handleControl(payload, emit: emit)
     case .message:
-      if frameFin { deliverMessage(emit: emit) }
+      if frameFin { deliverMessage(onMessage: onMessage, emit: emit) }
     }
   }
 
-  /// Emits the reassembled message (§5.4); text must end on a character
-  /// boundary (§8.1).
-  mutating func deliverMessage(emit: (WebSocketEvent) -> Void) {
-    let isText = messageOpcode == .text
-    if isText && !utf8.isComplete {
+  /// Hands over the reassembled message (§5.4), borrowed from `storage`;
+  /// text must end on a character boundary (§8.1).
+  mutating func deliverMessage(
+    onMessage: (Opcode, UnsafeRawBufferPointer) -> Void, emit: (WebSocketEvent) -> Void
+  ) {
+    let opcode = messageOpcode!
+    if opcode == .text && !utf8.isComplete {
       fail(code: CloseCode.invalidPayload, reason: "truncated UTF-8", emit: emit)
       return
     }
-    let payload = message
-    message = []
+    let length = messageLength
     messageOpcode = nil
-    emit(isText ? .text(payload) : .binary(payload))
+    messageLength = 0
+    storage.withUnsafeBytes { raw in
+      onMessage(opcode, UnsafeRawBufferPointer(rebasing: raw[0..<length]))
+    }
+    if storage.count > Self.retainedStorageBytes { storage = [] }
   }
 
   /// Ping, pong or close, handled at once even between fragments (§5.4).
@@ -155,7 +194,8 @@ extension WebSocketConnection {
   mutating func releaseBuffers() {
     inPayload = false
     messageOpcode = nil
-    message = []
+    messageLength = 0
+    storage = []
     control = []
     pendingHeader = []
   }

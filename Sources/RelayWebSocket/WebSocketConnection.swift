@@ -17,7 +17,7 @@ public struct WebSocketConnection {
 
   /// What the payload of the frame being read is for.
   enum PayloadSink {
-    case message  // a text/binary data frame: into `message`
+    case message  // a text/binary data frame: into `storage`
     case control  // ping/pong/close: into `control`
     case discard  // a data frame arriving while closing (§7.1.2 onward)
   }
@@ -41,9 +41,12 @@ public struct WebSocketConnection {
   var payloadConsumed = 0
   var sink = PayloadSink.discard
 
-  // The data message being reassembled (§5.4).
+  // The data message being reassembled (§5.4). `storage` is scratch space
+  // reused from message to message (no allocation per message once warm);
+  // its first `messageLength` bytes are the message so far.
   var messageOpcode: Opcode?
-  var message: [UInt8] = []
+  var storage: [UInt8] = []
+  var messageLength = 0
   var utf8 = UTF8Validator()
   var control: [UInt8] = []
 
@@ -60,10 +63,32 @@ public struct WebSocketConnection {
     pendingHeader.reserveCapacity(14)
   }
 
-  /// Feeds inbound bytes. Events go to `emit` in order. Handles any split of
-  /// the input, down to one byte per call. Input after `.closed` is ignored.
+  /// Storage above this size is released after its message is delivered,
+  /// so one large message does not pin memory on an idle connection.
+  public static let retainedStorageBytes = 16 * 1024
+
+  /// Feeds inbound bytes. Events go to `emit` in order; complete data
+  /// messages arrive as `.text` / `.binary` arrays. Handles any split of the
+  /// input, down to one byte per call. Input after `.closed` is ignored.
   public mutating func receive(
     _ bytes: UnsafeRawBufferPointer, emit: (WebSocketEvent) -> Void
+  ) {
+    receive(
+      bytes,
+      onMessage: { opcode, payload in
+        emit(opcode == .text ? .text(Array(payload)) : .binary(Array(payload)))
+      }, emit: emit)
+  }
+
+  /// The allocation-free form of `receive(_:emit:)` (the server's hot path):
+  /// each complete data message goes to `onMessage` as `.text` or `.binary`
+  /// with bytes *borrowed* for the duration of the call (text already
+  /// UTF-8-validated); every other event goes to `emit`, in the same order
+  /// relative to messages as `receive(_:emit:)` would give.
+  public mutating func receive(
+    _ bytes: UnsafeRawBufferPointer,
+    onMessage: (_ opcode: Opcode, _ payload: UnsafeRawBufferPointer) -> Void,
+    emit: (WebSocketEvent) -> Void
   ) {
     guard let base = bytes.baseAddress else { return }
     let count = bytes.count
@@ -71,9 +96,11 @@ public struct WebSocketConnection {
     while offset < count && state != .closed {
       let available = count - offset
       if inPayload {
-        offset += consumePayload(base + offset, available: available, emit: emit)
+        offset += consumePayload(
+          base + offset, available: available, onMessage: onMessage, emit: emit)
       } else {
-        offset += consumeHeader(base + offset, available: available, emit: emit)
+        offset += consumeHeader(
+          base + offset, available: available, onMessage: onMessage, emit: emit)
       }
     }
   }
@@ -89,9 +116,11 @@ public struct WebSocketConnection {
   public mutating func close(code: UInt16, reason: String) -> [UInt8] {
     guard state == .open else { return [] }
     state = .closing
-    // Data frames are discarded from now on; drop a half-built message.
+    // Data frames are discarded from now on; drop a half-built message,
+    // including the rest of a data frame whose payload is mid-read.
     messageOpcode = nil
-    message = []
+    messageLength = 0
+    if inPayload && sink == .message { sink = .discard }
     return encode(.close, WebSocketFrame.closePayload(code: code, reason: reason))
   }
 
@@ -118,12 +147,13 @@ extension WebSocketConnection {
   /// Reads a frame header; returns the bytes consumed. Parses straight from
   /// the input when the whole header is there, else assembles it byte-wise.
   mutating func consumeHeader(
-    _ bytes: UnsafeRawPointer, available: Int, emit: (WebSocketEvent) -> Void
+    _ bytes: UnsafeRawPointer, available: Int,
+    onMessage: (Opcode, UnsafeRawBufferPointer) -> Void, emit: (WebSocketEvent) -> Void
   ) -> Int {
     if pendingHeader.isEmpty && available >= 2 {
       let size = FrameHeader.size(secondByte: bytes.load(fromByteOffset: 1, as: UInt8.self))
       if available >= size {
-        beginFrame(FrameHeader(parsing: bytes), emit: emit)
+        beginFrame(FrameHeader(parsing: bytes), onMessage: onMessage, emit: emit)
         return size
       }
     }
@@ -131,12 +161,17 @@ extension WebSocketConnection {
     while used < available {
       pendingHeader.append(bytes.load(fromByteOffset: used, as: UInt8.self))
       used += 1
+      if pendingHeader.count <= 2, let (code, reason) = leadingBytesViolation() {
+        // Fail on the first or second byte rather than after the header.
+        fail(code: code, reason: reason, emit: emit)
+        break
+      }
       if pendingHeader.count >= 2
         && pendingHeader.count == FrameHeader.size(secondByte: pendingHeader[1])
       {
         let header = pendingHeader.withUnsafeBytes { FrameHeader(parsing: $0.baseAddress!) }
         pendingHeader.removeAll(keepingCapacity: true)
-        beginFrame(header, emit: emit)
+        beginFrame(header, onMessage: onMessage, emit: emit)
         break
       }
     }
@@ -145,7 +180,10 @@ extension WebSocketConnection {
 
   /// Applies the acceptance rules to a new header, then prepares to read
   /// its payload (or finishes it at once when empty).
-  mutating func beginFrame(_ header: FrameHeader, emit: (WebSocketEvent) -> Void) {
+  mutating func beginFrame(
+    _ header: FrameHeader, onMessage: (Opcode, UnsafeRawBufferPointer) -> Void,
+    emit: (WebSocketEvent) -> Void
+  ) {
     if let (code, reason) = violation(header) {
       fail(code: code, reason: reason, emit: emit)
       return
@@ -155,13 +193,21 @@ extension WebSocketConnection {
     frameFin = header.fin
     frameMask = header.mask
     // The header checks bound the length (≤ 125, ≤ maxMessageBytes, or a
-    // discarded frame with the top bit clear), so it fits in an Int.
-    payloadRemaining = Int(header.payloadLength)
+    // discarded frame with the top bit clear); still, a wire length becomes
+    // a size only through a checked conversion.
+    guard let length = Int(exactly: header.payloadLength) else {
+      fail(code: CloseCode.messageTooBig, reason: "message too big", emit: emit)
+      return
+    }
+    payloadRemaining = length
     payloadConsumed = 0
     sink = chooseSink(opcode)
-    if sink == .message { prepareMessage(opcode, adding: payloadRemaining) }
+    if sink == .message && opcode != .continuation {
+      messageOpcode = opcode
+      utf8.reset()
+    }
     if payloadRemaining == 0 {
-      finishFrame(emit: emit)
+      finishFrame(onMessage: onMessage, emit: emit)
     } else {
       inPayload = true
     }
@@ -172,37 +218,53 @@ extension WebSocketConnection {
     return state == .open ? .message : .discard
   }
 
-  /// Starts or extends the message and grows its buffer geometrically, so
-  /// many small fragments do not cost quadratic copying.
-  mutating func prepareMessage(_ opcode: Opcode, adding count: Int) {
-    if opcode != .continuation {
-      messageOpcode = opcode
-      utf8.reset()
-    }
-    let needed = message.count + count
-    if needed > message.capacity {
-      message.reserveCapacity(Swift.max(needed, message.capacity * 2))
-    }
+  /// Makes `storage` hold at least `needed` bytes, growing geometrically so
+  /// many small fragments do not cost quadratic copying. Zero-filled once
+  /// per growth; then written in place.
+  mutating func ensureStorage(_ needed: Int) {
+    guard needed > storage.count else { return }
+    let target = Swift.max(needed, Swift.min(storage.count * 2, maxMessageBytes))
+    storage.append(contentsOf: repeatElement(0, count: target - storage.count))
   }
 
   /// The first rule a header breaks, as (close code, reason), or nil.
   func violation(_ header: FrameHeader) -> (UInt16, String)? {
-    // §5.2: RSV bits must be 0 unless an extension defines them; we
-    // negotiate none.
-    if header.reservedBits != 0 { return (CloseCode.protocolError, "reserved bits set") }
-    // §5.2: reserved opcodes must fail the connection.
-    guard let opcode = Opcode(rawValue: header.opcodeValue) else {
-      return (CloseCode.protocolError, "reserved opcode")
+    if let found = byteZeroViolation(reservedBits: header.reservedBits, opcode: header.opcodeValue)
+    {
+      return found
     }
-    // §5.1: clients mask every frame, servers mask none.
-    if (header.mask != nil) != (role == .server) {
-      return (CloseCode.protocolError, role == .server ? "unmasked frame" : "masked frame")
-    }
+    if let found = maskViolation(masked: header.mask != nil) { return found }
+    let opcode = Opcode(rawValue: header.opcodeValue)!
     // §5.2: the most significant bit of a 64-bit length must be 0.
     if header.payloadLength >> 63 != 0 { return (CloseCode.protocolError, "bad length") }
     if opcode.isControl { return controlViolation(header) }
     if state != .open { return nil }  // discarded while closing
     return dataViolation(header, opcode)
+  }
+
+  /// The same first checks as `violation`, in the same order, on the one
+  /// or two header bytes assembled so far (so any split fails alike).
+  func leadingBytesViolation() -> (UInt16, String)? {
+    let byte0 = pendingHeader[0]
+    if let found = byteZeroViolation(reservedBits: byte0 & 0x70, opcode: byte0 & 0x0F) {
+      return found
+    }
+    guard pendingHeader.count == 2 else { return nil }
+    return maskViolation(masked: pendingHeader[1] & 0x80 != 0)
+  }
+
+  /// §5.2: RSV bits must be 0 unless an extension defines them (we negotiate
+  /// none); reserved opcodes fail the connection.
+  func byteZeroViolation(reservedBits: UInt8, opcode: UInt8) -> (UInt16, String)? {
+    if reservedBits != 0 { return (CloseCode.protocolError, "reserved bits set") }
+    if Opcode(rawValue: opcode) == nil { return (CloseCode.protocolError, "reserved opcode") }
+    return nil
+  }
+
+  /// §5.1: clients mask every frame, servers mask none.
+  func maskViolation(masked: Bool) -> (UInt16, String)? {
+    guard masked != (role == .server) else { return nil }
+    return (CloseCode.protocolError, role == .server ? "unmasked frame" : "masked frame")
   }
 
   /// §5.5: control frames carry ≤ 125 bytes and are never fragmented.
@@ -223,7 +285,7 @@ extension WebSocketConnection {
     if opcode != .continuation && messageOpcode != nil {
       return (CloseCode.protocolError, "message interrupted")
     }
-    if header.payloadLength > UInt64(maxMessageBytes - message.count) {
+    if header.payloadLength > UInt64(maxMessageBytes - messageLength) {
       return (CloseCode.messageTooBig, "message too big")
     }
     return nil

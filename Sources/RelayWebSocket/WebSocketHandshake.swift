@@ -45,7 +45,8 @@ public enum WebSocketHandshake {
     }
     let key = head.header("Sec-WebSocket-Key")!
     return .accept(
-      response: switchingProtocols(accept: acceptValue(forKey: key, sha1: sha1), subprotocol: selected),
+      response: switchingProtocols(
+        accept: acceptValue(forKey: key, sha1: sha1), subprotocol: selected),
       subprotocol: selected)
   }
 

@@ -1,3 +1,5 @@
+import COpenSSL
+import CRelayShims
 import RelayCrypto
 import Testing
 
@@ -59,5 +61,19 @@ struct CryptoTests {
     #expect(Crypto.base64URLEncode([0xfb, 0xff]) == "-_8")
     #expect(Crypto.base64Encode([0xfb, 0xff]) == "+/8=")
     #expect(Crypto.hex([0x00, 0x7f, 0xff]) == "007fff")
+  }
+
+  @Test("CRelayShims wrap OpenSSL macros as callable functions")
+  func openSSLShims() {
+    let context = SSL_CTX_new(TLS_server_method())
+    #expect(context != nil)
+    #expect(relay_ssl_ctx_set_min_proto_version(context, TLS1_2_VERSION) == 1)
+    #expect(relay_ssl_ctx_disable_compression(context) != 0)
+    SSL_CTX_free(context)
+    let bio = BIO_new(BIO_s_mem())
+    #expect(BIO_write(bio, "hello", 5) == 5)
+    #expect(relay_bio_pending(bio) == 5)
+    BIO_free(bio)
+    relay_openssl_free(CRYPTO_malloc(16, nil, 0))
   }
 }

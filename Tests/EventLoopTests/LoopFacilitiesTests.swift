@@ -18,20 +18,29 @@ struct LoopFacilitiesTests {
     let oneShot = EventLoop.Timer(loop: loop)
     let repeating = EventLoop.Timer(loop: loop)
     let stopped = EventLoop.Timer(loop: loop)
-    oneShot.start(afterMs: 5) { oneShotFires += 1 }
+    // Event-driven end (no fixed deadline, which a loaded machine can overrun): once
+    // both timers are done, linger one more one-shot so a stray fire would be seen.
+    let finishWhenDone = {
+      guard oneShotFires == 1, repeatFires == 5 else { return }
+      oneShot.start(afterMs: 10) {
+        oneShot.close()
+        repeating.close()
+        stopped.close()
+      }
+    }
+    oneShot.start(afterMs: 5) {
+      oneShotFires += 1
+      finishWhenDone()
+    }
     repeating.start(afterMs: 1, repeatMs: 2) {
       repeatFires += 1
-      if repeatFires == 5 { repeating.stop() }
+      if repeatFires == 5 {
+        repeating.stop()
+        finishWhenDone()
+      }
     }
     stopped.start(afterMs: 3) { stoppedFires += 1 }
     stopped.stop()
-    let end = EventLoop.Timer(loop: loop)
-    end.start(afterMs: 40) {
-      oneShot.close()
-      repeating.close()
-      stopped.close()
-      end.close()
-    }
     fixture.runAndClose()
     #expect(oneShotFires == 1)
     #expect(repeatFires == 5)
@@ -91,21 +100,40 @@ struct LoopFacilitiesTests {
     fixture.runAndClose()
   }
 
-  @Test("Loop.close() closes handles the test left open")
+  @Test("Loop.close() closes handles left open; onClose may close other handles")
   func closeSweepsOpenHandles() {
     let loop = Loop()
     let timer = EventLoop.Timer(loop: loop)
     timer.start(afterMs: 10_000) {}
     let listener = try! TCPListener(loop: loop, host: "127.0.0.1", port: 0)
-    try! listener.listen { _ in }
-    var closeReason: CloseReason?
+    var server: TCPConnection?
+    var client: TCPConnection?
+    var reasons: [CloseReason] = []
+    let stopWhenConnected = {
+      if server != nil && client != nil { loop.stop() }
+    }
+    try! listener.listen { accepted in
+      server = accepted
+      accepted.onClose = { reasons.append($0) }
+      stopWhenConnected()
+    }
     TCPConnector.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
-      guard case .success(let client) = result else { return }
-      client.onClose = { closeReason = $0 }
-      loop.stop()
+      guard case .success(let connection) = result else { return }
+      client = connection
+      connection.onClose = { reason in
+        reasons.append(reason)
+        // During the sweep, closing handles the sweep already closed must be a no-op.
+        server?.close()
+        listener.close()
+        timer.close()
+        #expect(server?.write([1]) == false)
+      }
+      stopWhenConnected()
     }
     loop.run()
     loop.close()
-    #expect(closeReason?.isLocal == true)
+    #expect(reasons.count == 2)
+    #expect(reasons.allSatisfy { $0.isLocal })
+    #expect(client?.isClosed == true && server?.isClosed == true)
   }
 }

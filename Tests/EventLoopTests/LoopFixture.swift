@@ -25,8 +25,18 @@ final class LoopFixture {
   /// Runs the loop until the test's handles are closed (or the watchdog fires), then
   /// closes everything and checks for leaks.
   func runAndClose(sourceLocation: SourceLocation = #_sourceLocation) {
+    run(sourceLocation: sourceLocation)
+    close()
+  }
+
+  /// Runs the loop until the test's handles are closed or the watchdog fires.
+  func run(sourceLocation: SourceLocation = #_sourceLocation) {
     loop.run()
     #expect(!timedOut.isSet, "watchdog fired: the test did not finish in time", sourceLocation: sourceLocation)
+  }
+
+  /// Closes the watchdog and the loop, asserting that nothing leaked.
+  func close() {
     watchdog.close()
     loop.close()
   }
@@ -62,12 +72,16 @@ final class Flag {
   var isSet = false
 }
 
-/// Deterministic test bytes (a simple LCG), so mismatches are reproducible.
+/// Deterministic test bytes (a simple LCG), so mismatches are reproducible. Filled
+/// through a raw buffer: megabytes of `map` are slow in debug builds.
 func patternBytes(count: Int, seed: UInt32 = 1) -> [UInt8] {
-  var state = seed
-  return (0..<count).map { _ in
-    state = state &* 1_664_525 &+ 1_013_904_223
-    return UInt8(truncatingIfNeeded: state >> 24)
+  [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+    var state = seed
+    for index in 0..<count {
+      state = state &* 1_664_525 &+ 1_013_904_223
+      buffer[index] = UInt8(truncatingIfNeeded: state >> 24)
+    }
+    initialized = count
   }
 }
 
@@ -84,4 +98,13 @@ extension CloseReason {
     if case .error(let error) = self { return error }
     return nil
   }
+}
+
+/// The first index where two byte arrays differ (or the shorter length), nil if equal.
+/// Used instead of `#expect(a == b)`, whose failure diff is quadratic on megabytes.
+func firstMismatch(_ actual: [UInt8], _ expected: [UInt8]) -> Int? {
+  if actual == expected { return nil }
+  let common = min(actual.count, expected.count)
+  for index in 0..<common where actual[index] != expected[index] { return index }
+  return actual.count == expected.count ? nil : common
 }

@@ -36,8 +36,8 @@ struct TCPConnectionTests {
 
   @Test("echo of 1 MiB written in uneven pieces arrives intact and in order")
   func echoOneMebibyte() {
-    let fixture = LoopFixture()
     let payload = patternBytes(count: 1 << 20)
+    let fixture = LoopFixture()
     var echoed: [UInt8] = []
     echoed.reserveCapacity(payload.count)
     fixture.connectedPair { server, client in
@@ -62,7 +62,7 @@ struct TCPConnectionTests {
     }
     fixture.runAndClose()
     #expect(echoed.count == payload.count)
-    #expect(echoed == payload)
+    #expect(firstMismatch(echoed, payload) == nil)
   }
 
   @Test("many writes in one turn become one gathered uv_try_write")
@@ -91,6 +91,34 @@ struct TCPConnectionTests {
     #expect(statsAtReceipt.tryWriteCalls - statsAfterWrites.tryWriteCalls == 1)
     #expect(statsAtReceipt.flushes - statsAfterWrites.flushes == 1)
     #expect(statsAtReceipt.writeRequests == statsAfterWrites.writeRequests)
+  }
+
+  @Test("flushNow() writes at once; runOnce(nowait:) drives the loop step by step")
+  func flushNowAndRunOnce() {
+    let fixture = LoopFixture()
+    var received: [UInt8] = []
+    var connected: (server: TCPConnection, client: TCPConnection)?
+    fixture.connectedPair { server, client in connected = (server, client) }
+    for _ in 0..<1_000 where connected == nil { fixture.loop.runOnce(nowait: false) }
+    guard let (server, client) = connected else {
+      Issue.record("no connection")
+      return fixture.close()
+    }
+    server.onRead = { received += $0 }
+    server.startReading()
+    let before = fixture.loop.stats.tryWriteCalls
+    client.write([1, 2, 3])
+    #expect(client.queuedBytes == 3)
+    client.flushNow()
+    #expect(fixture.loop.stats.tryWriteCalls == before + 1)
+    #expect(client.queuedBytes == 0)
+    for _ in 0..<1_000 where received.count < 3 { fixture.loop.runOnce(nowait: false) }
+    #expect(received == [1, 2, 3])
+    server.close()
+    client.close()
+    fixture.loop.runOnce(nowait: true)
+    #expect(server.isClosed && client.isClosed)
+    fixture.runAndClose()
   }
 
   @Test("one OutboundBuffer is shared by three connections and released after the writes")
@@ -156,24 +184,54 @@ struct TCPConnectionTests {
     }
     fixture.runAndClose()
     #expect(refusedWithQueued > 0)
-    #expect(refusedWithQueued <= limit)
+    // A refused buffer stays queued (frame boundaries), so one chunk may sit over the cap.
+    #expect(refusedWithQueued <= limit + chunk.count)
   }
 
-  @Test("write returns false once queued bytes would exceed the cap within one turn")
-  func capIsCheckedAtEnqueue() {
+  @Test("over the cap, write tries the kernel first: a reader that keeps up is not refused")
+  func capCountsOnlyWhatTheKernelRefuses() {
     let fixture = LoopFixture()
     fixture.connectedPair { server, client in
       server.maxOutboundBytes = 1_000
       #expect(server.write([UInt8](repeating: 1, count: 600)))
-      #expect(!server.write([UInt8](repeating: 2, count: 401)))
-      #expect(server.write([UInt8](repeating: 3, count: 400)))
-      #expect(server.queuedBytes == 1_000)
-      #expect(!server.write([4]))
+      #expect(server.queuedBytes == 600)  // corked: nothing written yet this turn
+      // Over the cap: offered to the kernel now, which takes it all.
+      #expect(server.write([UInt8](repeating: 2, count: 5_000)))
+      #expect(server.queuedBytes == 0)
       server.close()
       client.close()
     }
     fixture.runAndClose()
   }
+
+  @Test("a refused write keeps frame boundaries: discardUnsent drops only untouched buffers")
+  func refusedWriteThenDiscard() {
+    let fixture = LoopFixture(timeoutMs: 10_000)
+    var refused = false
+    var beforeRefusedWrite = -1
+    var afterDiscard = -1
+    fixture.connectedPair { server, client in
+      client.stopReading()
+      server.maxOutboundBytes = 64 * 1024
+      let chunk = OutboundBuffer(bytes: patternBytes(count: 16 * 1024))
+      for _ in 0..<8_192 where !refused {
+        beforeRefusedWrite = server.queuedBytes
+        refused = !server.write(chunk)
+      }
+      // What the kernel already started on stays; whole untouched buffers go,
+      // the refused one included.
+      let dropped = server.discardUnsent()
+      afterDiscard = server.queuedBytes
+      #expect(dropped > 0 && dropped % chunk.count == 0)
+      #expect(dropped + afterDiscard == beforeRefusedWrite + chunk.count)
+      server.close()
+      client.close()
+    }
+    fixture.runAndClose()
+    #expect(refused)
+    #expect(afterDiscard < beforeRefusedWrite)
+  }
+
 
   @Test("reset(): the peer's read fails with ECONNRESET")
   func resetIsSeenAsConnectionReset() {
@@ -192,35 +250,86 @@ struct TCPConnectionTests {
     #expect(clientReason?.error == .connectionReset)
   }
 
-  @Test("shutdown() flushes everything queued before closing")
+  @Test("shutdown() flushes everything queued, across partial writes, before closing")
   func shutdownFlushesQueuedData() {
+    let payload = patternBytes(count: 16 << 20, seed: 7)
     let fixture = LoopFixture()
-    let payload = patternBytes(count: 4 << 20, seed: 7)
     var received: [UInt8] = []
     var serverReason: CloseReason?
     var clientReason: CloseReason?
     fixture.connectedPair { server, client in
-      server.maxOutboundBytes = 8 << 20
+      server.maxOutboundBytes = 32 << 20
       server.onClose = { serverReason = $0 }
       client.onRead = { received += $0 }
       client.onClose = { clientReason = $0 }
-      client.startReading()
-      #expect(server.write(payload))
+      // Start reading late, so the kernel buffers fill and uv_try_write writes only
+      // part: the remainder must go out through uv_write.
+      let delay = EventLoop.Timer(loop: fixture.loop)
+      delay.start(afterMs: 20) {
+        client.startReading()
+        delay.close()
+      }
+      for offset in stride(from: 0, to: payload.count, by: 1 << 20) {
+        #expect(server.write(Array(payload[offset..<(offset + (1 << 20))])))
+      }
       server.shutdown()
       #expect(server.isShuttingDown)
       #expect(!server.write([1]))
     }
     fixture.runAndClose()
     #expect(received.count == payload.count)
-    #expect(received == payload)
+    #expect(firstMismatch(received, payload) == nil)
     #expect(serverReason?.isLocal == true)
     #expect(clientReason?.isEOF == true)
+    #expect(fixture.loop.stats.writeRequests > 0)
+  }
+
+  @Test("writing to a peer that reset: the flush fails and onClose reports the error")
+  func writeToResetPeerFails() {
+    let fixture = LoopFixture()
+    var serverReason: CloseReason?
+    fixture.connectedPair { server, client in
+      server.onClose = { serverReason = $0 }
+      client.reset()
+      let later = EventLoop.Timer(loop: fixture.loop)
+      later.start(afterMs: 20, repeatMs: 5) {
+        // The first write may still be accepted by the kernel; the next one fails.
+        guard server.isClosed || !server.write([UInt8](repeating: 1, count: 1_000)) else { return }
+        later.close()
+      }
+    }
+    fixture.runAndClose()
+    let code = serverReason?.error?.code
+    #expect(code == LoopError.connectionReset.code || code == -32 /* EPIPE */)
+  }
+
+  @Test("bytes written from a close callback are flushed before run() returns")
+  func writeFromCloseCallbackIsFlushed() {
+    let fixture = LoopFixture()
+    let message = patternBytes(count: 1_000)
+    var idleClient: TCPConnection?
+    var idleServer: TCPConnection?
+    fixture.connectedPair { server, client in
+      idleServer = server
+      idleClient = client
+      fixture.connectedPair { server2, client2 in
+        server2.onClose = { _ in idleClient?.write(message) }
+        server2.startReading()
+        client2.close()
+      }
+    }
+    fixture.run()
+    #expect(idleClient?.queuedBytes == 0)
+    #expect(fixture.loop.stats.bytesWritten >= UInt64(message.count))
+    idleClient?.close()
+    idleServer?.close()
+    fixture.close()
   }
 
   @Test("peer EOF with data still queued: the data is flushed, then onClose(.eof)")
   func eofWithQueuedDataClosesGracefully() {
-    let fixture = LoopFixture()
     let payload = patternBytes(count: 3 << 20, seed: 3)
+    let fixture = LoopFixture()
     var received = 0
     var serverReason: CloseReason?
     var clientReason: CloseReason?
@@ -302,9 +411,8 @@ struct TCPConnectionTests {
         closedAfterMs = fixture.loop.nowMs - start
         client.close()
       }
-      // The client reads (sees EOF) but never closes: its own EOF path would close it,
-      // so keep it from reading and let the server linger.
-      client.onRead = { _ in }
+      // The client never reads, so it never sees the server's FIN and never closes:
+      // the server must give up waiting at its linger deadline.
       client.onClose = { reason in clientSawEOF = reason.isEOF }
       server.shutdown()
     }

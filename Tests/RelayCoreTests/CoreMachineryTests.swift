@@ -52,7 +52,7 @@ import Testing
     #expect(h.core.removeParticipant(session: id, uid: "a", at: h.now))
     #expect(h.out() == [
       #"c1 <- {"type":"session.left","session":"id1","reason":"removed"}"#,
-      #"c2 <- {"type":"hand.lowered","session":"id1","seq":4,"ts":\#(h.ts),"uid":"a","by":"a","reason":"removed"}"#,
+      #"c2 <- {"type":"hand.lowered","session":"id1","seq":4,"ts":\#(h.ts),"uid":"a","by":null,"reason":"removed"}"#,
       #"c2 <- {"type":"participant.left","session":"id1","seq":5,"ts":\#(h.ts),"uid":"a","reason":"removed"}"#,
     ])
   }

@@ -69,7 +69,7 @@ import Testing
     h.send(1, #"{"type":"hand.lower","id":"3","session":"s","uid":"q"}"#)
     h.send(1, #"{"type":"hand.lower","id":"4","session":"s","uid":"q"}"#)
     #expect(h.out() == [
-      #"c3 <- {"type":"error","re":"1","code":"forbidden","message":"only a host may lower another participant's hand"}"#,
+      #"c3 <- {"type":"error","re":"1","code":"forbidden","message":"host role required"}"#,
       #"c2 <- {"type":"ok","re":"2"}"#,
       #"c1,c2,c3 <- {"type":"hand.lowered","session":"s","seq":6,"ts":\#(h.ts),"uid":"p","by":"p","reason":"self"}"#,
       #"c1 <- {"type":"ok","re":"3"}"#,
@@ -85,7 +85,7 @@ import Testing
     h.send(2, #"{"type":"hand.lower_all","id":"1","session":"s"}"#)
     h.send(1, #"{"type":"hand.lower_all","id":"2","session":"s"}"#)
     #expect(h.out() == [
-      #"c2 <- {"type":"error","re":"1","code":"forbidden","message":"only a host may clear all hands"}"#,
+      #"c2 <- {"type":"error","re":"1","code":"forbidden","message":"host role required"}"#,
       #"c1 <- {"type":"ok","re":"2"}"#,
     ])
     h.send(2, #"{"type":"hand.raise","session":"s"}"#)

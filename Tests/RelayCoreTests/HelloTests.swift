@@ -143,10 +143,10 @@ import Testing
     h.send(1, #"{"type":"session.join","id":"8"}"#)
     h.send(1, #"{"type":"session.join","id":9,"session":"s"}"#)
     #expect(h.out() == [
-      #"c1 <- {"type":"error","re":"7","code":"unknown_type","message":"unknown type"}"#,
-      #"c1 <- {"type":"error","code":"unknown_type","message":"unknown type"}"#,
-      #"c1 <- {"type":"error","code":"bad_request","message":"not JSON: unexpectedByte at byte 1"}"#,
-      #"c1 <- {"type":"error","re":"8","code":"bad_request","message":"missing session"}"#,
+      #"c1 <- {"type":"error","re":"7","code":"unknown_type","message":"unknown type nope"}"#,
+      #"c1 <- {"type":"error","code":"unknown_type","message":"unknown type nope"}"#,
+      #"c1 <- {"type":"error","code":"bad_request","message":"not JSON (unexpectedByte at byte 1)"}"#,
+      #"c1 <- {"type":"error","re":"8","code":"bad_request","message":"session.join: missing field session"}"#,
       #"c1 <- {"type":"error","code":"bad_request","message":"id must be a string"}"#,
     ])
   }
@@ -196,7 +196,7 @@ import Testing
     h.send(1, #"{"type":"client.background","background":"yes"}"#)
     #expect(h.out() == [
       #"c1 <- {"type":"ok","re":"b"}"#,
-      #"c1 <- {"type":"error","code":"bad_request","message":"background must be a boolean"}"#,
+      #"c1 <- {"type":"error","code":"bad_request","message":"client.background: background must be a boolean"}"#,
     ])
   }
 }

@@ -35,9 +35,9 @@ import Testing
     h.send(1, #"{"type":"message.send","id":"ok","session":"s","data":   "\#(fits)"   }"#)
     #expect(h.out().first == #"c1 <- {"type":"ok","re":"ok"}"#)
     h.send(1, #"{"type":"message.send","id":"big","session":"s","data":"\#(fits)y"}"#)
-    #expect(h.out() == [#"c1 <- {"type":"error","re":"big","code":"bad_request","message":"data exceeds 8192 bytes"}"#])
+    #expect(h.out() == [#"c1 <- {"type":"error","re":"big","code":"bad_request","message":"message.send: data exceeds 8192 bytes"}"#])
     h.send(1, #"{"type":"message.send","id":"none","session":"s"}"#)
-    #expect(h.out() == [#"c1 <- {"type":"error","re":"none","code":"bad_request","message":"missing data"}"#])
+    #expect(h.out() == [#"c1 <- {"type":"error","re":"none","code":"bad_request","message":"message.send: missing field data"}"#])
   }
 
   @Test func nonMemberGetsNotInSessionAndNothingIsSent() {

@@ -101,7 +101,7 @@ import Testing
       #"c1 <- {"type":"ok","re":"r"}"#,
       #"c2 <- {"type":"session.left","session":"s","reason":"removed"}"#,
       #"c1,c3 <- {"type":"hand.lowered","session":"s","seq":5,"ts":\#(h.ts),"uid":"p","by":"host","reason":"removed"}"#,
-      #"c1,c3 <- {"type":"participant.left","session":"s","seq":6,"ts":\#(h.ts),"uid":"p","reason":"removed","by":"host"}"#,
+      #"c1,c3 <- {"type":"participant.left","session":"s","seq":6,"ts":\#(h.ts),"uid":"p","reason":"removed"}"#,
     ])
   }
 
@@ -114,7 +114,7 @@ import Testing
     h.send(1, #"{"type":"participant.remove","id":"2","session":"s","uid":"ghost"}"#)
     h.send(3, #"{"type":"participant.remove","id":"3","session":"s","uid":"p"}"#)
     #expect(h.out() == [
-      #"c2 <- {"type":"error","re":"1","code":"forbidden","message":"only a host may remove participants"}"#,
+      #"c2 <- {"type":"error","re":"1","code":"forbidden","message":"host role required"}"#,
       #"c1 <- {"type":"error","re":"2","code":"not_found","message":"no participant ghost"}"#,
       #"c3 <- {"type":"error","re":"3","code":"not_in_session","message":"not in session s"}"#,
     ])

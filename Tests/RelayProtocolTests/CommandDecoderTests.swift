@@ -55,9 +55,9 @@ func failure(_ text: String) -> CommandError? {
     } else {
       Issue.record("ping should decode")
     }
-    #expect(failure(#"{"id":"x2","type":"session.join"}"#) == CommandError(code: .badRequest, message: "missing session", re: "x2", type: "session.join"))
+    #expect(failure(#"{"id":"x2","type":"session.join"}"#) == CommandError(code: .badRequest, message: "session.join: missing field session", re: "x2", type: "session.join"))
     #expect(failure(#"{"id":3,"type":"ping"}"#)?.re == nil)
-    #expect(failure(#"{"id":"x4","type":"what"}"#) == CommandError(code: .unknownType, message: "unknown type", re: "x4"))
+    #expect(failure(#"{"id":"x4","type":"what"}"#) == CommandError(code: .unknownType, message: "unknown type what", re: "x4"))
     #expect(failure(#"{"id":"x5"}"#) == CommandError(code: .badRequest, message: "type must be a string", re: "x5"))
     #expect(failure(#"{"id":"x6","type":7}"#)?.code == .badRequest)
   }

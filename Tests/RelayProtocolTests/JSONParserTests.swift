@@ -127,3 +127,14 @@ func roundTrip(_ text: String) throws -> String {
     }
   }
 }
+
+@Suite struct RawBufferEntryTests {
+  @Test func parsesFromRawMemory() throws {
+    let bytes = Array(#"{"type":"ping","id":"r"}"#.utf8)
+    let value = try bytes.withUnsafeBytes { (raw) throws(JSONError) in try JSONParser.parse(raw) }
+    #expect(value["id"] == .string("r"))
+    let envelope = bytes.withUnsafeBytes { CommandDecoder.decode($0) }
+    #expect(envelope == .success(Envelope(id: "r", command: .ping)))
+    #expect(([] as [UInt8]).withUnsafeBytes { (try? JSONParser.parse($0)) == nil })
+  }
+}

@@ -22,7 +22,8 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
   func clientReceivesUnmaskedFramesOfEveryLength(length: Int) {
     let payload = Array(repeating: UInt8(ascii: "x"), count: length)
     let input = frame(0x1, payload, from: .server)
-    let got = events(input, role: .client, maxMessageBytes: 2 << 20, splits: length > 1000 ? bigSplits : allSplits)
+    let got = events(
+      input, role: .client, maxMessageBytes: 2 << 20, splits: length > 1000 ? bigSplits : allSplits)
     #expect(got == [.text(payload)])
   }
 
@@ -56,13 +57,23 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
     expectFailure(events(frame(opcode, [1, 2, 3])), code: 1002)
   }
 
+  @Test func badFirstBytesFailBeforeTheHeaderIsComplete() {
+    expectFailure(events([0xC1]), code: 1002)  // RSV1
+    expectFailure(events([0x83]), code: 1002)  // opcode 3
+    expectFailure(events([0x81, 0x7E]), code: 1002)  // unmasked, 16-bit length owed
+    expectFailure(events([0x81, 0xFE], role: .client), code: 1002)  // masked from a server
+    #expect(events([0x81, 0xFE, 0x00]).isEmpty)  // fine so far
+  }
+
   @Test func lengthWithMostSignificantBitSetFails() {
     let input = rawFrame(0x2, [], lengthForm: .sixtyFour, lengthOverride: 1 << 63)
     expectFailure(events(input), code: 1002)
   }
 
   @Test func maskedClientFramesAllowAnyKey() {
-    let input = rawFrame(0x1, Array("key".utf8), mask: [0, 0, 0, 0]) + rawFrame(0x1, Array("key".utf8), mask: [0xFF, 0xFF, 0xFF, 0xFF])
+    let input =
+      rawFrame(0x1, Array("key".utf8), mask: [0, 0, 0, 0])
+      + rawFrame(0x1, Array("key".utf8), mask: [0xFF, 0xFF, 0xFF, 0xFF])
     #expect(events(input) == [.text(Array("key".utf8)), .text(Array("key".utf8))])
   }
 
@@ -71,7 +82,8 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
   @Test func pingIsAnsweredWithPongCarryingTheSamePayload() {
     let payload = Array("ping!".utf8)
     let got = events(frame(0x9, payload))
-    #expect(got == [.write(WebSocketFrame.encode(opcode: .pong, payload: payload)), .ping(payload)])
+    #expect(
+      got == [.write(WebSocketFrame.encode(opcode: .pong, payload: payload)), .ping(payload)])
   }
 
   @Test func pingOf125BytesIsFine() {
@@ -112,10 +124,12 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
       + frame(0x0, Array("lo, ".utf8), fin: false) + frame(0xA, [])
       + frame(0x0, [], fin: false) + frame(0x0, Array("world".utf8))
     let got = events(input)
-    #expect(got == [
-      .write(WebSocketFrame.encode(opcode: .pong, payload: Array("p".utf8))), .ping(Array("p".utf8)),
-      .pong([]), .text(Array("Hello, world".utf8)),
-    ])
+    #expect(
+      got == [
+        .write(WebSocketFrame.encode(opcode: .pong, payload: Array("p".utf8))),
+        .ping(Array("p".utf8)),
+        .pong([]), .text(Array("Hello, world".utf8)),
+      ])
   }
 
   @Test func fragmentedBinaryWithEmptyFirstFragment() {
@@ -163,7 +177,8 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
   }
 
   @Test func fragmentsSummingOverTheLimitFail() {
-    let input = frame(0x2, [UInt8](repeating: 1, count: 600), fin: false)
+    let input =
+      frame(0x2, [UInt8](repeating: 1, count: 600), fin: false)
       + Array(frame(0x0, [UInt8](repeating: 1, count: 401)).prefix(8))
     expectFailure(events(input, maxMessageBytes: 1000), code: 1009)
   }
@@ -185,4 +200,3 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
 func clientEvents(_ input: [UInt8]) -> [WebSocketEvent] {
   events(input, role: .client)
 }
-

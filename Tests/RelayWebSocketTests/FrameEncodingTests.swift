@@ -12,7 +12,8 @@ let boundaryLengths = [0, 1, 7, 8, 9, 125, 126, 127, 65_535, 65_536, 1 << 20]
     let payload = randomBytes(length, seed: UInt64(length))
     let encoded = WebSocketFrame.encode(opcode: .binary, payload: payload)
     #expect(encoded == rawFrame(0x2, payload, mask: nil))
-    #expect(encoded.count == WebSocketFrame.headerSize(payloadCount: length, masked: false) + length)
+    #expect(
+      encoded.count == WebSocketFrame.headerSize(payloadCount: length, masked: false) + length)
   }
 
   @Test(arguments: boundaryLengths)
@@ -33,10 +34,22 @@ let boundaryLengths = [0, 1, 7, 8, 9, 125, 126, 127, 65_535, 65_536, 1 << 20]
   }
 
   @Test func lengthFieldBytesAreExact() {
-    #expect(Array(WebSocketFrame.encode(opcode: .binary, payload: [UInt8](repeating: 0, count: 125)).prefix(2)) == [0x82, 125])
-    #expect(Array(WebSocketFrame.encode(opcode: .binary, payload: [UInt8](repeating: 0, count: 126)).prefix(4)) == [0x82, 126, 0, 126])
-    #expect(Array(WebSocketFrame.encode(opcode: .binary, payload: [UInt8](repeating: 0, count: 65_535)).prefix(4)) == [0x82, 126, 0xFF, 0xFF])
-    #expect(Array(WebSocketFrame.encode(opcode: .binary, payload: [UInt8](repeating: 0, count: 65_536)).prefix(10)) == [0x82, 127, 0, 0, 0, 0, 0, 1, 0, 0])
+    #expect(
+      Array(
+        WebSocketFrame.encode(opcode: .binary, payload: [UInt8](repeating: 0, count: 125)).prefix(2)
+      ) == [0x82, 125])
+    #expect(
+      Array(
+        WebSocketFrame.encode(opcode: .binary, payload: [UInt8](repeating: 0, count: 126)).prefix(4)
+      ) == [0x82, 126, 0, 126])
+    #expect(
+      Array(
+        WebSocketFrame.encode(opcode: .binary, payload: [UInt8](repeating: 0, count: 65_535))
+          .prefix(4)) == [0x82, 126, 0xFF, 0xFF])
+    #expect(
+      Array(
+        WebSocketFrame.encode(opcode: .binary, payload: [UInt8](repeating: 0, count: 65_536))
+          .prefix(10)) == [0x82, 127, 0, 0, 0, 0, 0, 1, 0, 0])
   }
 
   @Test func finAndOpcodeBits() {
@@ -49,15 +62,20 @@ let boundaryLengths = [0, 1, 7, 8, 9, 125, 126, 127, 65_535, 65_536, 1 << 20]
     let payload = randomBytes(300, seed: 5)
     var buffer = [UInt8](repeating: 0, count: 14)
     let written = buffer.withUnsafeMutableBytes {
-      WebSocketFrame.writeHeader(opcode: .binary, payloadCount: 300, fin: true, mask: nil, into: $0.baseAddress!)
+      WebSocketFrame.writeHeader(
+        opcode: .binary, payloadCount: 300, fin: true, mask: nil, into: $0.baseAddress!)
     }
-    #expect(Array(buffer.prefix(written)) + payload == WebSocketFrame.encode(opcode: .binary, payload: payload))
+    #expect(
+      Array(buffer.prefix(written)) + payload
+        == WebSocketFrame.encode(opcode: .binary, payload: payload))
   }
 
   @Test func rfcMaskedHelloExample() {
     // RFC 6455 §5.7: a single-frame masked text message "Hello".
     let expected: [UInt8] = [0x81, 0x85, 0x37, 0xFA, 0x21, 0x3D, 0x7F, 0x9F, 0x4D, 0x51, 0x58]
-    #expect(WebSocketFrame.encode(opcode: .text, payload: Array("Hello".utf8), mask: 0x37FA_213D) == expected)
+    #expect(
+      WebSocketFrame.encode(opcode: .text, payload: Array("Hello".utf8), mask: 0x37FA_213D)
+        == expected)
   }
 
   @Test func closePayloadEncodesCodeAndTruncatesReasonAtCharacterBoundary() {
@@ -96,14 +114,43 @@ let boundaryLengths = [0, 1, 7, 8, 9, 125, 126, 127, 65_535, 65_536, 1 << 20]
   @Test(arguments: 0..<12)
   func maskingAtEveryPhaseMatchesBytewiseXor(phase: Int) {
     let key: [UInt8] = [0xA1, 0xB2, 0xC3, 0xD4]
-    let source = randomBytes(77, seed: UInt64(phase))
-    var destination = [UInt8](repeating: 0, count: 77)
-    source.withUnsafeBytes { src in
-      destination.withUnsafeMutableBytes { dst in
-        applyMask(MaskKey(networkOrder: 0xA1B2_C3D4), phase: phase, source: src.baseAddress!, destination: dst.baseAddress!, count: 77)
+    // Every count up to 80 reaches every mix of the 32-, 8-, 4- and 1-byte
+    // steps; in place and into a separate buffer.
+    for count in 0...80 {
+      let source = randomBytes(count, seed: UInt64(phase * 100 + count))
+      let expected = source.enumerated().map { $0.element ^ key[($0.offset + phase) % 4] }
+      var destination = [UInt8](repeating: 0, count: count)
+      var inPlace = source
+      source.withUnsafeBytes { src in
+        destination.withUnsafeMutableBytes { dst in
+          applyMask(
+            MaskKey(networkOrder: 0xA1B2_C3D4), phase: phase, source: src.baseAddress!,
+            destination: dst.baseAddress!, count: count)
+        }
       }
+      inPlace.withUnsafeMutableBytes { raw in
+        applyMask(
+          MaskKey(networkOrder: 0xA1B2_C3D4), phase: phase, source: raw.baseAddress!,
+          destination: raw.baseAddress!, count: count)
+      }
+      #expect(destination == expected, "count \(count)")
+      #expect(inPlace == expected, "in place, count \(count)")
     }
-    let expected = source.enumerated().map { $0.element ^ key[($0.offset + phase) % 4] }
-    #expect(destination == expected)
+  }
+}
+
+@Suite struct FrameAppendTests {
+  @Test(arguments: boundaryLengths)
+  func appendEqualsEncodeAfterExistingBytes(length: Int) {
+    let payload = randomBytes(length, seed: UInt64(length) &+ 7)
+    for mask in [nil, UInt32(0x0102_0304)] {
+      var buffer: [UInt8] = [0xAA, 0xBB]
+      payload.withUnsafeBytes {
+        WebSocketFrame.append(opcode: .binary, payload: $0, mask: mask, to: &buffer)
+      }
+      #expect(
+        buffer == [0xAA, 0xBB]
+          + WebSocketFrame.encode(opcode: .binary, payload: payload, mask: mask))
+    }
   }
 }

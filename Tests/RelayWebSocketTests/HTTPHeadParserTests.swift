@@ -10,11 +10,15 @@ let upgradeRequest =
   + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: chat, relay.v1\r\n\r\n"
 
 /// Feeds `text` split as asked; returns the first non-needMore result.
-func parse(_ text: String, split: Split = .whole, maxHeadBytes: Int = 8192) -> (HTTPHeadParseResult, HTTPHeadParser) {
+func parse(_ text: String, split: Split = .whole, maxHeadBytes: Int = 8192) -> (
+  HTTPHeadParseResult, HTTPHeadParser
+) {
   parse(Array(text.utf8), split: split, maxHeadBytes: maxHeadBytes)
 }
 
-func parse(_ bytes: [UInt8], split: Split = .whole, maxHeadBytes: Int = 8192) -> (HTTPHeadParseResult, HTTPHeadParser) {
+func parse(_ bytes: [UInt8], split: Split = .whole, maxHeadBytes: Int = 8192) -> (
+  HTTPHeadParseResult, HTTPHeadParser
+) {
   var parser = HTTPHeadParser(maxHeadBytes: maxHeadBytes)
   var chunks: [[UInt8]] = []
   switch split {
@@ -78,7 +82,8 @@ func head(_ result: HTTPHeadParseResult) -> HTTPRequestHead? {
   }
 
   @Test func valuesAreTrimmedAndListsSplit() throws {
-    let text = "GET / HTTP/1.1\r\nHost:h\r\nConnection:  keep-alive ,\tUpgrade\t\r\nX: a\r\nx: b, ,c\r\n\r\n"
+    let text =
+      "GET / HTTP/1.1\r\nHost:h\r\nConnection:  keep-alive ,\tUpgrade\t\r\nX: a\r\nx: b, ,c\r\n\r\n"
     let request = try #require(head(parse(text).0))
     #expect(request.header("connection") == "keep-alive ,\tUpgrade")
     #expect(request.headerValues("Connection") == ["keep-alive", "Upgrade"])
@@ -88,7 +93,8 @@ func head(_ result: HTTPHeadParseResult) -> HTTPRequestHead? {
 
   @Test func leadingEmptyLinesAreIgnored() throws {
     for split in allSplits {
-      let request = try #require(head(parse("\r\n\r\n" + upgradeRequest, split: split).0), "\(split)")
+      let request = try #require(
+        head(parse("\r\n\r\n" + upgradeRequest, split: split).0), "\(split)")
       #expect(request.path == "/v1/ws")
     }
   }
@@ -182,9 +188,12 @@ func head(_ result: HTTPHeadParseResult) -> HTTPRequestHead? {
   }
 
   @Test func responsesCarryLengthAndClose() {
-    let bytes = HTTPResponse.make(status: 404, headers: [("Content-Type", "text/plain")], body: Array("nope".utf8), close: true)
-    #expect(String(decoding: bytes, as: UTF8.self)
-      == "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope")
+    let bytes = HTTPResponse.make(
+      status: 404, headers: [("Content-Type", "text/plain")], body: Array("nope".utf8), close: true)
+    #expect(
+      String(decoding: bytes, as: UTF8.self)
+        == "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope"
+    )
     let noBody = HTTPResponse.make(status: 204)
     #expect(String(decoding: noBody, as: UTF8.self) == "HTTP/1.1 204 No Content\r\n\r\n")
   }

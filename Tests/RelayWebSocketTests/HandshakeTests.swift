@@ -17,14 +17,17 @@ func request(
   for (name, value) in fields { text += "\(name): \(value)\r\n" }
   text += "\r\n"
   var parser = HTTPHeadParser()
-  guard case .complete(let head, _) = parser.feed(Array(text.utf8)) else { fatalError("bad test request") }
+  guard case .complete(let head, _) = parser.feed(Array(text.utf8)) else {
+    fatalError("bad test request")
+  }
   return head
 }
 
 func evaluate(
   _ head: HTTPRequestHead, supported: [String] = ["relay.v1"], refuse: Bool = true
 ) -> HandshakeResult {
-  WebSocketHandshake.evaluate(head, supportedSubprotocols: supported, refuseUnsupportedOffer: refuse, sha1: testSHA1)
+  WebSocketHandshake.evaluate(
+    head, supportedSubprotocols: supported, refuseUnsupportedOffer: refuse, sha1: testSHA1)
 }
 
 func rejection(_ result: HandshakeResult) -> (status: Int, text: String)? {
@@ -36,12 +39,16 @@ func rejection(_ result: HandshakeResult) -> (status: Int, text: String)? {
   @Test func testSHA1MatchesKnownDigests() {
     #expect(hex(testSHA1(Array("abc".utf8))) == "a9993e364706816aba3e25717850c26c9cd0d89d")
     #expect(hex(testSHA1([])) == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
-    #expect(hex(testSHA1(Array(String(repeating: "a", count: 1000).utf8))) == "291e9a6c66994949b57ba5e650361e98fc36b1ba")
+    #expect(
+      hex(testSHA1(Array(String(repeating: "a", count: 1000).utf8)))
+        == "291e9a6c66994949b57ba5e650361e98fc36b1ba")
   }
 
   @Test func rfcExampleAcceptValue() {
     // RFC 6455 §1.3.
-    #expect(WebSocketHandshake.acceptValue(forKey: "dGhlIHNhbXBsZSBub25jZQ==", sha1: testSHA1) == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+    #expect(
+      WebSocketHandshake.acceptValue(forKey: "dGhlIHNhbXBsZSBub25jZQ==", sha1: testSHA1)
+        == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
   }
 
   @Test func acceptsAndBuilds101() {
@@ -50,9 +57,10 @@ func rejection(_ result: HandshakeResult) -> (status: Int, text: String)? {
       return
     }
     #expect(subprotocol == nil)
-    #expect(String(decoding: response, as: UTF8.self)
-      == "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-      + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+    #expect(
+      String(decoding: response, as: UTF8.self)
+        == "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
   }
 
   @Test func tokensAreCaseInsensitiveAndListsAllowed() {
@@ -64,19 +72,27 @@ func rejection(_ result: HandshakeResult) -> (status: Int, text: String)? {
   }
 
   @Test func selectsTheFirstSupportedOfferedSubprotocol() {
-    let head = request(extra: [("Sec-WebSocket-Protocol", "chat, relay.v1"), ("Sec-WebSocket-Protocol", "relay.v2")])
-    guard case .accept(let response, let subprotocol) = evaluate(head, supported: ["relay.v2", "relay.v1"]) else {
+    let head = request(extra: [
+      ("Sec-WebSocket-Protocol", "chat, relay.v1"), ("Sec-WebSocket-Protocol", "relay.v2"),
+    ])
+    guard
+      case .accept(let response, let subprotocol) = evaluate(
+        head, supported: ["relay.v2", "relay.v1"])
+    else {
       Issue.record("rejected")
       return
     }
     #expect(subprotocol == "relay.v1")
-    #expect(String(decoding: response, as: UTF8.self).contains("\r\nSec-WebSocket-Protocol: relay.v1\r\n"))
+    #expect(
+      String(decoding: response, as: UTF8.self).contains("\r\nSec-WebSocket-Protocol: relay.v1\r\n")
+    )
   }
 
   @Test func unsupportedOfferIsRefusedOrIgnored() {
     let head = request(extra: [("Sec-WebSocket-Protocol", "chat")])
     #expect(rejection(evaluate(head))?.status == 400)
-    guard case .accept(let response, let subprotocol) = evaluate(head, supported: [], refuse: false) else {
+    guard case .accept(let response, let subprotocol) = evaluate(head, supported: [], refuse: false)
+    else {
       Issue.record("echo endpoint must ignore offers")
       return
     }
@@ -85,7 +101,9 @@ func rejection(_ result: HandshakeResult) -> (status: Int, text: String)? {
   }
 
   @Test func extensionsAreIgnored() {
-    let head = request(extra: [("Sec-WebSocket-Extensions", "permessage-deflate; client_max_window_bits")])
+    let head = request(extra: [
+      ("Sec-WebSocket-Extensions", "permessage-deflate; client_max_window_bits")
+    ])
     guard case .accept(let response, _) = evaluate(head) else {
       Issue.record("rejected")
       return
@@ -149,7 +167,9 @@ func rejection(_ result: HandshakeResult) -> (status: Int, text: String)? {
 
   @Test func missingOrRepeatedKeyIs400() {
     #expect(rejection(evaluate(request(omit: ["Sec-WebSocket-Key"])))?.status == 400)
-    #expect(rejection(evaluate(request(extra: [("Sec-WebSocket-Key", "AAAAAAAAAAAAAAAAAAAAAA==")])))?.status == 400)
+    #expect(
+      rejection(evaluate(request(extra: [("Sec-WebSocket-Key", "AAAAAAAAAAAAAAAAAAAAAA==")])))?
+        .status == 400)
   }
 }
 

@@ -13,12 +13,16 @@ func testSHA1(_ message: [UInt8]) -> [UInt8] {
   data.append(0x80)
   while data.count % 64 != 56 { data.append(0) }
   let bitLength = UInt64(message.count) * 8
-  for shift in stride(from: 56, through: 0, by: -8) { data.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+  for shift in stride(from: 56, through: 0, by: -8) {
+    data.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift)))
+  }
   for chunk in stride(from: 0, to: data.count, by: 64) {
     var w = [UInt32](repeating: 0, count: 80)
     for t in 0..<16 {
       let i = chunk + t * 4
-      w[t] = UInt32(data[i]) << 24 | UInt32(data[i + 1]) << 16 | UInt32(data[i + 2]) << 8 | UInt32(data[i + 3])
+      w[t] =
+        UInt32(data[i]) << 24 | UInt32(data[i + 1]) << 16 | UInt32(data[i + 2]) << 8
+        | UInt32(data[i + 3])
     }
     for t in 16..<80 {
       let x = w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16]
@@ -27,16 +31,24 @@ func testSHA1(_ message: [UInt8]) -> [UInt8] {
     var (a, b, c, d, e) = (h[0], h[1], h[2], h[3], h[4])
     for t in 0..<80 {
       let (f, k): (UInt32, UInt32) =
-        t < 20 ? ((b & c) | (~b & d), 0x5A82_7999)
-        : t < 40 ? (b ^ c ^ d, 0x6ED9_EBA1)
-        : t < 60 ? ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC)
-        : (b ^ c ^ d, 0xCA62_C1D6)
+        t < 20
+        ? ((b & c) | (~b & d), 0x5A82_7999)
+        : t < 40
+          ? (b ^ c ^ d, 0x6ED9_EBA1)
+          : t < 60
+            ? ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC)
+            : (b ^ c ^ d, 0xCA62_C1D6)
       let temp = (a << 5 | a >> 27) &+ f &+ e &+ k &+ w[t]
       (e, d, c, b, a) = (d, c, b << 30 | b >> 2, a, temp)
     }
-    h[0] &+= a; h[1] &+= b; h[2] &+= c; h[3] &+= d; h[4] &+= e
+    h[0] &+= a
+    h[1] &+= b
+    h[2] &+= c
+    h[3] &+= d
+    h[4] &+= e
   }
-  return h.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> UInt32(24 - 8 * $0)) } }
+  return h.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> UInt32(24 - 8 * $0)) }
+  }
 }
 
 func hex(_ bytes: [UInt8]) -> String {
@@ -74,10 +86,14 @@ func rawFrame(
   let maskBit: UInt8 = mask == nil ? 0 : 0x80
   let length = lengthOverride ?? UInt64(payload.count)
   var form = lengthForm
-  if form == .minimal { form = length <= 125 ? .minimal : (length <= 0xFFFF ? .sixteen : .sixtyFour) }
+  if form == .minimal {
+    form = length <= 125 ? .minimal : (length <= 0xFFFF ? .sixteen : .sixtyFour)
+  }
   switch form {
   case .minimal: out.append(maskBit | UInt8(length))
-  case .sixteen: out.append(maskBit | 126); out += [UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
+  case .sixteen:
+    out.append(maskBit | 126)
+    out += [UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
   case .sixtyFour:
     out.append(maskBit | 127)
     out += (0..<8).map { UInt8(truncatingIfNeeded: length >> UInt64(56 - 8 * $0)) }
@@ -93,12 +109,15 @@ func rawFrame(
 
 /// A client (masked) or server (unmasked) frame, by role of the *sender*.
 func frame(
-  _ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, rsv: UInt8 = 0, from sender: WebSocketRole = .client
+  _ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, rsv: UInt8 = 0,
+  from sender: WebSocketRole = .client
 ) -> [UInt8] {
-  rawFrame(opcode, payload, fin: fin, rsv: rsv, mask: sender == .client ? [0x37, 0xFA, 0x21, 0x3D] : nil)
+  rawFrame(
+    opcode, payload, fin: fin, rsv: rsv, mask: sender == .client ? [0x37, 0xFA, 0x21, 0x3D] : nil)
 }
 
-func closeFrame(code: UInt16, reason: [UInt8] = [], from sender: WebSocketRole = .client) -> [UInt8] {
+func closeFrame(code: UInt16, reason: [UInt8] = [], from sender: WebSocketRole = .client) -> [UInt8]
+{
   frame(0x8, [UInt8(code >> 8), UInt8(code & 0xFF)] + reason, from: sender)
 }
 
@@ -118,8 +137,17 @@ enum Split: CustomStringConvertible {
 
 let allSplits: [Split] = [.whole, .byteByByte] + (1...6).map { .random(seed: $0) }
 
-func feed(_ connection: inout WebSocketConnection, _ input: [UInt8], split: Split) -> [WebSocketEvent] {
+func feed(_ connection: inout WebSocketConnection, _ input: [UInt8], split: Split)
+  -> [WebSocketEvent]
+{
   var events: [WebSocketEvent] = []
+  for chunk in chunks(input, split: split) {
+    chunk.withUnsafeBytes { raw in connection.receive(raw) { events.append($0) } }
+  }
+  return events
+}
+
+func chunks(_ input: [UInt8], split: Split) -> [ArraySlice<UInt8>] {
   var chunks: [ArraySlice<UInt8>] = []
   switch split {
   case .whole: chunks = [input[...]]
@@ -128,13 +156,31 @@ func feed(_ connection: inout WebSocketConnection, _ input: [UInt8], split: Spli
     var rng = SeededGenerator(seed: seed)
     var start = 0
     while start < input.count {
-      let length = Int.random(in: 1...max(1, min(input.count - start, 300)), using: &rng)
+      // Mostly small pieces (headers and characters split), sometimes big.
+      let cap = Int.random(in: 0..<4, using: &rng) == 0 ? 3000 : 16
+      let length = Int.random(in: 1...max(1, min(input.count - start, cap)), using: &rng)
       chunks.append(input[start..<start + length])
       start += length
     }
   }
-  for chunk in chunks {
-    chunk.withUnsafeBytes { raw in connection.receive(raw) { events.append($0) } }
+  return chunks
+}
+
+/// Like `feed`, through the borrowing `receive(_:onMessage:emit:)`; messages
+/// are copied out as `.text` / `.binary` events for comparison.
+func feedBorrowing(_ connection: inout WebSocketConnection, _ input: [UInt8], split: Split)
+  -> [WebSocketEvent]
+{
+  var events: [WebSocketEvent] = []
+  for chunk in chunks(input, split: split) {
+    chunk.withUnsafeBytes { raw in
+      connection.receive(
+        raw,
+        onMessage: { opcode, payload in
+          events.append(opcode == .text ? .text(Array(payload)) : .binary(Array(payload)))
+        },
+        emit: { events.append($0) })
+    }
   }
   return events
 }
@@ -149,6 +195,10 @@ func events(
   for split in splits {
     var connection = WebSocketConnection(role: role, maxMessageBytes: maxMessageBytes)
     let got = feed(&connection, input, split: split)
+    var borrowing = WebSocketConnection(role: role, maxMessageBytes: maxMessageBytes)
+    let borrowed = feedBorrowing(&borrowing, input, split: split)
+    #expect(
+      borrowed == got, "borrowing API differs under split \(split)", sourceLocation: sourceLocation)
     if let reference {
       #expect(got == reference, "split \(split) differs", sourceLocation: sourceLocation)
     } else {
@@ -160,7 +210,9 @@ func events(
 
 /// The close frame a server writes on failure: 0x88, length, code, reason.
 func serverClose(_ code: UInt16, _ reason: String) -> WebSocketEvent {
-  .write(WebSocketFrame.encode(opcode: .close, payload: WebSocketFrame.closePayload(code: code, reason: reason)))
+  .write(
+    WebSocketFrame.encode(
+      opcode: .close, payload: WebSocketFrame.closePayload(code: code, reason: reason)))
 }
 
 /// The close code in a written close frame (unmasked from a server, masked
@@ -176,9 +228,12 @@ func closeCode(in event: WebSocketEvent) -> UInt16? {
 func expectFailure(
   _ events: [WebSocketEvent], code: UInt16, sourceLocation: SourceLocation = #_sourceLocation
 ) {
-  #expect(events.count >= 2, "expected close write + closed, got \(events)", sourceLocation: sourceLocation)
+  #expect(
+    events.count >= 2, "expected close write + closed, got \(events)",
+    sourceLocation: sourceLocation)
   guard events.count >= 2 else { return }
-  #expect(closeCode(in: events[events.count - 2]) == code, "\(events)", sourceLocation: sourceLocation)
+  #expect(
+    closeCode(in: events[events.count - 2]) == code, "\(events)", sourceLocation: sourceLocation)
   if case .closed(let closedCode, _, let byPeer) = events[events.count - 1] {
     #expect(closedCode == code, sourceLocation: sourceLocation)
     #expect(!byPeer, sourceLocation: sourceLocation)
