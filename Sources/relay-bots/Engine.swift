@@ -70,7 +70,9 @@ final class Engine {
   }
 
   private func rampBudgetMs() -> UInt64 {
-    UInt64(Double(bots.count) / rampPerSecond * 1_000) + 20_000
+    // Slack for slow connect() past ~14 000 loopback connections to one
+    // address (Linux then probes the other half of the ephemeral port range).
+    UInt64(Double(bots.count) / rampPerSecond * 1_000) + 60_000
   }
 
   private func enter(_ p: Phase, deadlineMs: UInt64) {
