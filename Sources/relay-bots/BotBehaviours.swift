@@ -173,6 +173,8 @@ extension Bot {
       previousConn = old
     }
     busy = false
+    // Commands sent on the old connection will never be answered.
+    pending.removeAll()
     connect(resume: true)
   }
 }

@@ -236,7 +236,13 @@ final class Engine {
 
   private func beginClosing() {
     if !isSettled(now: ctx.nowMs) {
-      ctx.checker.fail(.connection, "did not settle within the settle budget; checked anyway")
+      let connecting = bots.filter { $0.phase == .connecting }.count
+      let waiting = bots.filter { !$0.pending.isEmpty }.count
+      let resuming = bots.filter(\.resuming).count
+      ctx.checker.fail(
+        .connection,
+        "did not settle in time (\(connecting) connecting, \(waiting) awaiting replies, \(resuming) resuming, "
+          + "\(scheduled.isEmpty ? "nothing" : "actions") scheduled); checked anyway")
     }
     outcome = EndOfRunChecks(ctx: ctx, bots: bots, rooms: rooms).evaluate()
     enter(.closing, deadlineMs: 5_000)
