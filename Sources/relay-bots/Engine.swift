@@ -19,6 +19,7 @@ final class Engine {
   private var credits: [Double]
   private var nextToConnect = 0
   private var readyOnce = 0
+  private var lostDuringRamp = 0
   private var closed = 0
   private var startMs: UInt64 = 0
   private var phaseStartMs: UInt64 = 0
@@ -114,7 +115,12 @@ final class Engine {
       bots[nextToConnect].connect()
       nextToConnect += 1
     }
-    if readyOnce >= bots.count { beginRunning(); return }
+    if readyOnce + lostDuringRamp >= bots.count {
+      // Everyone joined or gave up: no point waiting out the ramp budget.
+      if readyOnce == 0 { log("no bot could connect and join; ending the run") }
+      beginRunning(durationMs: readyOnce == 0 ? 0 : nil)
+      return
+    }
     if now >= phaseDeadlineMs {
       ctx.checker.fail(.connection, "ramp-up: only \(readyOnce) of \(bots.count) bots ready in time")
       beginRunning()
@@ -128,8 +134,8 @@ final class Engine {
     readyOnce += 1
   }
 
-  private func beginRunning() {
-    let duration = ctx.options.durationMs ?? ctx.scenario.durationMs
+  private func beginRunning(durationMs: Int? = nil) {
+    let duration = durationMs ?? ctx.options.durationMs ?? ctx.scenario.durationMs
     enter(.running, deadlineMs: UInt64(duration))
     runStartMs = ctx.nowMs
     runEndMs = runStartMs + UInt64(duration)
@@ -212,7 +218,10 @@ final class Engine {
   }
 
   /// A connection ended unexpectedly: the bot is out for the rest of the run.
-  func botLost(_ bot: Bot) { bot.phase = .done }
+  func botLost(_ bot: Bot) {
+    bot.phase = .done
+    if phase == .ramping, !bot.everReady { lostDuringRamp += 1 }
+  }
 
   func botClosed(_ bot: Bot) { closed += 1 }
 

@@ -341,7 +341,7 @@ struct JsonWriter {
     }
   }
 
-  /// Pretty-ish output for report files: one member per line at top level.
+  /// Compact JSON text of a value (report files).
   static func render(_ v: Json) -> String {
     var w = JsonWriter()
     w.value(v)
