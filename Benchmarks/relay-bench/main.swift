@@ -2,6 +2,8 @@
 // median of several runs (the machine is shared and noisy).
 //   relay-bench codec            frame decode + unmask + UTF-8 validate, MB/s
 //   relay-bench core             core raise/lower churn in a 1 000-member session
+//   relay-bench ring             ringing storm on the core, every outcome
+//   relay-bench tick             heartbeat deadline cost at 5 000 vs 19 900 connections
 //   relay-bench echo PORT [SEC]  echo round trips/s against `relay serve --echo`
 import EventLoop
 #if canImport(Glibc)
@@ -12,6 +14,8 @@ let args = Array(CommandLine.arguments.dropFirst())
 switch args.first ?? "all" {
 case "codec": CodecBench.run()
 case "core": CoreBench.run()
+case "ring": RingBench.run()
+case "tick": TickBench.run()
 case "echo":
   guard args.count >= 2, let port = Int(args[1]) else {
     print("usage: relay-bench echo PORT [SECONDS]")
@@ -21,8 +25,10 @@ case "echo":
 case "all":
   CodecBench.run()
   CoreBench.run()
+  RingBench.run()
+  TickBench.run()
 default:
-  print("usage: relay-bench [codec|core|echo PORT [SECONDS]|all]")
+  print("usage: relay-bench [codec|core|ring|tick|echo PORT [SECONDS]|all]")
   exit(2)
 }
 

@@ -9,6 +9,7 @@ extension RelayCore {
     var id = ids.token(byteCount: 16)
     while sessions[id] != nil { id = ids.token(byteCount: 16) }
     sessions[id] = Session(id: id, config: config)
+    sessionWebhook("session.created", id, at: at)
     return id
   }
 

@@ -35,6 +35,9 @@ public struct CoreConfig: Sendable {
   public var replayAgeMs: Int64 = 300_000
   /// §9 ring timeout.
   public var ringTimeoutMs: Int64 = 45_000
+  /// §11 session lifecycle webhooks (`session.created`, `session.ended`); the shell
+  /// turns them on when a webhook is configured (call webhooks are always emitted).
+  public var sessionWebhooks = false
   /// `welcome.server.version`.
   public var serverVersion: String
 

@@ -45,6 +45,9 @@ public enum Effect: Sendable {
   /// Close the connection with this WebSocket close code and reason, after
   /// flushing what was queued before it.
   case close(ConnectionID, code: UInt16, reason: String)
+  /// Drop the TCP connection at once, without a close handshake: the peer is
+  /// presumed dead (§5 heartbeat timeout). The shell still reports `closed`.
+  case drop(ConnectionID)
   /// POST this JSON body to the webhook (if one is configured), event name in
   /// `X-Relay-Event`.
   case webhook(event: String, body: Payload)

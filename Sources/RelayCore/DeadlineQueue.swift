@@ -8,8 +8,10 @@
 enum DeadlineKind: Equatable {
   /// §1: `hello` not received within `helloTimeoutMs` of the upgrade.
   case hello(ConnectionID)
-  // TODO(heartbeats, §5): .heartbeat(ConnectionID), .grace(uid:session:), .idle(session:)
-  // TODO(ringing, §9): .ring(callId:)
+  /// §5 heartbeats, grace, idle countdowns (Liveness.swift).
+  case liveness(LivenessDeadline)
+  /// §9 ring timeout and forgetting finished calls (CallsModel.swift).
+  case call(CallDeadline)
 }
 
 struct Deadline: Equatable {
@@ -66,10 +68,11 @@ struct DeadlineQueue {
     var parent = start
     while true {
       var best = parent
-      for child in [2 * parent + 1, 2 * parent + 2]
-      where child < heap.count && heap[child].fires(before: heap[best]) {
-        best = child
-      }
+      // Two plain comparisons, no array literal: this runs once per heap level on
+      // every heartbeat (§5), so it must not allocate.
+      let left = 2 * parent + 1
+      if left < heap.count && heap[left].fires(before: heap[best]) { best = left }
+      if left + 1 < heap.count && heap[left + 1].fires(before: heap[best]) { best = left + 1 }
       guard best != parent else { return }
       heap.swapAt(parent, best)
       parent = best

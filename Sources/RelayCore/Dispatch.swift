@@ -79,10 +79,4 @@ extension RelayCore {
     guard let id = request.id else { return }
     sendPersonal(request.c, type: "ok", re: id)
   }
-
-  /// §9 ringing. TODO(ringing): implemented by the calls work; until then every call
-  /// command is refused with `internal` so clients see an honest error.
-  func handleCall(_ command: Command, _ request: Request) throws(Refusal) {
-    throw Refusal(.internal, "calls are not available yet")
-  }
 }

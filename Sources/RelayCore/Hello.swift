@@ -18,7 +18,7 @@ extension RelayCore {
     let resumed = resume(hello.resume, request)
     sendWelcome(request, resumed: resumed)
     deliverRingingCalls(to: connection, at: request.at)
-    replayResumedSessions(hello.resume, request)
+    if resumed { replayResumedSessions(hello.resume, request) }
   }
 
   /// §3: dev mode takes only `hello.dev` (every dev user may join any session); token
@@ -90,17 +90,9 @@ extension RelayCore {
 
   // MARK: Hooks for later work
 
-  /// §8 resume. TODO(resume): look up `request.resume.token` in `resumeTokens` (must map
-  /// to this uid), close the old connection with 4509 if open, re-attach the user's
-  /// participants (participant.restored if lost) and return true. Until then every
-  /// hello is a fresh start (`resumed: false`, §8 "the client joins afresh").
-  func resume(_ resume: ResumeRequest?, _ request: Request) -> Bool { false }
+  /// §8 resume, before `welcome` (Resume.swift): true → `welcome.resumed`.
+  func resume(_ resume: ResumeRequest?, _ request: Request) -> Bool { resumeHeldState(resume, request) }
 
-  /// §8 replay after `welcome`: per listed session, `Session.replay.events(after:…)`
-  /// then `session.resumed`, or a fresh `session.joined` with `recovered: false`.
-  /// TODO(resume).
-  func replayResumedSessions(_ resume: ResumeRequest?, _ request: Request) {}
-
-  /// §4.2 / §9: `call.incoming` for every call still ringing this user. TODO(ringing).
-  func deliverRingingCalls(to connection: Connection, at: Instant) {}
+  /// §8 replay after `welcome` and ringing delivery (Resume.swift).
+  func replayResumedSessions(_ resume: ResumeRequest?, _ request: Request) { replayResumed(resume, request) }
 }

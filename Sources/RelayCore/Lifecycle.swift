@@ -13,25 +13,24 @@ extension RelayCore {
     connection.sessions.removeAll()
   }
 
-  /// A transport that ended without a close handshake (§5: the connection is lost).
-  /// TODO(heartbeats, §5): mark each of its participants `lost` (connection = nil),
-  /// emit `participant.lost {uid}`, count `lost`, and schedule `.grace` at
-  /// `graceMs` / `backgroundGraceMs` (per `connection.background`); on expiry call
-  /// `userTimedOut`. Until then a lost connection leaves like a clean one.
+  /// A transport that ended without a close handshake (§5: the connection is lost;
+  /// participants stay `lost` for grace, see Liveness.swift).
   func connectionLost(_ connection: Connection, at: Instant) {
-    detachLeaving(connection, at: at)
+    markLost(connection, at: at)
   }
 
-  /// §5 grace over for `uid` in `session`: `hand.lowered {timed_out}` if up, then
-  /// `participant.timed_out`, removal — and §9: end its accepted calls, cancel the
-  /// calls it rings as caller. TODO(heartbeats/ringing): nothing schedules this yet.
-  func userTimedOut(_ uid: String, at: Instant) {}
+  /// §5 grace over for `uid` (its participants already timed out and removed by
+  /// `graceOver`), and no other live connection: §9 ends its accepted calls and
+  /// cancels the calls it rings as caller.
+  func userTimedOut(_ uid: String, at: Instant) {
+    callsUserTimedOut(uid, at: at)
+  }
 
   /// Drops what only lived for this connection once the shell reports it gone.
   func forget(_ connection: Connection) {
     guard let uid = connection.uid else { return }
-    // TODO(resume, §8): keep the token while the user's state is held within grace.
-    resumeTokens[connection.resumeToken] = nil
+    // §8: a lost connection's token stays valid while its state is held (grace).
+    if liveness.recordByToken[connection.resumeToken] == nil { resumeTokens[connection.resumeToken] = nil }
     guard let user = users[uid] else { return }
     user.connections.removeAll { $0 == connection.id }
     if user.connections.isEmpty && user.grantedSessions.isEmpty { users[uid] = nil }
@@ -43,6 +42,8 @@ extension RelayCore {
   func isWanted(_ kind: DeadlineKind) -> Bool {
     switch kind {
     case .hello(let c): return connections[c]?.phase == .awaitingHello
+    case .liveness(let deadline): return isLivenessWanted(deadline)
+    case .call(let deadline): return isCallDeadlineWanted(deadline)
     }
   }
 
@@ -53,6 +54,10 @@ extension RelayCore {
       // §1: no `hello` within helloTimeoutMs of the upgrade → close 4501.
       guard let connection = connections[c] else { return }
       close(connection, code: CloseCode.unauthorized, reason: "no hello in time", at: at)
+    case .liveness(let deadline):
+      fireLiveness(deadline, at: at)
+    case .call(let deadline):
+      fireCallDeadline(deadline, at: at)
     }
   }
 }

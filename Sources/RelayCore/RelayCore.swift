@@ -8,8 +8,8 @@
 //   connection gets `not_in_session`, whether the session exists or not.
 // - Endings: a clean close, and every close the core itself requests (4501, 4029),
 //   leaves each session at once (`hand.lowered {left}` if up, `participant.left
-//   {left}`). An unclean end goes through `connectionLost`, which leaves the same way
-//   until heartbeats/grace (§5) land there.
+//   {left}`). An unclean end (or a heartbeat timeout) goes through `connectionLost`:
+//   participants stay `lost` for grace (§5, Liveness.swift).
 // - An emptied session is dropped; a session created by `createSession` lives until
 //   it has been joined and emptied.
 // - Ids drawn from `ids`, in this order per hello: connectionId (12 bytes), then
@@ -29,8 +29,12 @@ public final class RelayCore {
   /// `welcome.resumeToken` → uid (§8: valid only for the user it was issued to).
   var resumeTokens: [String: String] = [:]
   var deadlines = DeadlineQueue()
+  /// §5 lost records, grace and idle countdowns; §8 held state (Liveness.swift).
+  var liveness = LivenessState()
   var effects: [Effect] = []
   var counters = CoreStats()
+  /// §9 ringing state (CallsModel.swift).
+  var calls = CallBook()
 
   /// `verifyToken(token, nowWallMs)` returns the identity of a valid token, nil for a
   /// refused one (→ close 4501, §3). Unused in dev mode.
@@ -51,6 +55,7 @@ public final class RelayCore {
     connections[c] = Connection(id: c, at: at)
     counters.connections += 1
     deadlines.schedule(at: at.monoMs + config.helloTimeoutMs, .hello(c))
+    startHeartbeat(c, at: at)
   }
 
   /// One complete inbound text message. Also proves liveness (§5).
@@ -80,6 +85,7 @@ public final class RelayCore {
       if clean { detachLeaving(connection, at: at) } else { connectionLost(connection, at: at) }
     }
     forget(connection)
+    callsConnectionClosed(connection, clean: clean, at: at)
   }
 
   /// Fires every deadline due at `at.monoMs`.

@@ -30,6 +30,7 @@ extension RelayCore {
     writer.endObject()
     let payload = Payload(writer.bytes)
     session.replay.append(ReplayEntry(seq: session.seq, atMonoMs: at.monoMs, payload: payload))
+    liveness.eventTap?(session.id, session.seq, payload)
     let recipients = session.connections(excluding: excluding)
     counters.deliveries += UInt64(recipients.count)
     send(payload, to: recipients, type: type)
@@ -88,11 +89,12 @@ extension RelayCore {
   }
 
   func addParticipant(to session: Session, _ request: Request) {
+    if sessions[session.id] == nil { sessionWebhook("session.created", session.id, at: request.at) }
     sessions[session.id] = session
     let participant = Participant(identity: request.identity, connection: request.c, at: request.at, config: config)
     session.add(participant)
     request.connection.sessions.append(session.id)
-    // TODO(idle, §5): a join cancels the session's idle countdown.
+    idleMembershipChanged(session, at: request.at)  // §5: a join cancels the countdown
     // §2: the joiner's own participant.joined is folded into its snapshot.
     emit(session, "participant.joined", at: request.at, excluding: request.c) { w in
       w.key("participant")
@@ -169,6 +171,10 @@ extension RelayCore {
       w.field("uid", uid)
       w.field("reason", reason.rawValue)
     }
-    if session.isEmpty { sessions[id] = nil }
+    if session.isEmpty {
+      sessions[id] = nil
+      sessionWebhook("session.ended", id, at: at)
+    }
+    idleMembershipChanged(session, at: at)
   }
 }

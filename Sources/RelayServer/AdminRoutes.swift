@@ -86,10 +86,6 @@ extension RelayServer {
     for (k, v) in s.errorsByCode.sorted(by: { $0.key < $1.key }) {
       metrics.mirrorCounter("relay_errors_total", labels: [("code", k)], v)
     }
-  }
-
-  /// Call actions over HTTP (contract §9); they land with the ringing work.
-  func routeCalls(_ conn: ServerConnection, _ head: HTTPRequestHead, _ parts: [String], body: [UInt8]) {
-    respond(conn, status: 404, body: Array("not found".utf8))
+    refreshCallMetrics()
   }
 }

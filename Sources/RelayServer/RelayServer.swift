@@ -29,12 +29,16 @@ public final class RelayServer {
   private var stopped = false
   private var drainStartedMs: Int64 = 0
   private let wallOffsetMs: Int64
+  /// `--webhook-url` deliveries (contract §11); nil when not configured.
+  var webhookClient: WebhookClient?
 
   public init(config: ServerConfig, logger: Logger, verifyToken: @escaping (String, Int64) -> Identity?) {
     self.config = config
     self.logger = logger
     self.loop = Loop()
-    self.core = RelayCore(config: config.core, ids: CryptoIdentifiers(), verifyToken: verifyToken)
+    var coreConfig = config.core
+    coreConfig.sessionWebhooks = config.webhookURL != nil
+    self.core = RelayCore(config: coreConfig, ids: CryptoIdentifiers(), verifyToken: verifyToken)
     loop.updateTime()
     wallOffsetMs = Loop.wallClockMs() - Int64(loop.nowMs)
   }
@@ -48,6 +52,7 @@ public final class RelayServer {
     try l.listen { [unowned self] tcp in self.accept(tcp) }
     listener = l
     boundPort = l.port
+    webhookClient = makeWebhookClient()
     coreTimer = EventLoop.Timer(loop: loop)
     let sweep = EventLoop.Timer(loop: loop)
     sweep.start(afterMs: 250, repeatMs: 250) { [unowned self] in self.sweep() }
@@ -318,6 +323,12 @@ public final class RelayServer {
         if let conn = connections[id] { send(conn, WebSocketFrame.encode(opcode: .ping, payload: [UInt8]())) }
       case .close(let id, let code, let reason):
         if let conn = connections[id] { closeWebSocket(conn, code: code, reason: reason) }
+      case .drop(let id):
+        // Contract §5 heartbeat timeout: the peer is presumed dead, no close handshake.
+        if let conn = connections[id] {
+          conn.closedCleanly = false
+          conn.tcp.close()
+        }
       case .webhook(let event, let body):
         webhook(event: event, body: body)
       }
@@ -336,8 +347,11 @@ public final class RelayServer {
     }
   }
 
-  /// Webhook delivery hook; the HTTP client lands with the ringing work.
-  func webhook(event: String, body: Payload) {}
+  /// Contract §11: hands the event to the non-blocking webhook client (Webhook.swift);
+  /// without `--webhook-url` it is dropped.
+  func webhook(event: String, body: Payload) {
+    webhookClient?.enqueue(event: event, body: body)
+  }
 
   private func armCoreTimer() {
     guard let timer = coreTimer else { return }
@@ -402,6 +416,7 @@ public final class RelayServer {
       listener = nil
       coreTimer?.close()
       coreTimer = nil
+      webhookClient?.close()  // contract §11: a pending webhook never holds the exit
       for s in signals { s.close() }
       signals = []
     }

@@ -18,6 +18,12 @@ final class ServerMetrics {
   let slowConsumerCloses: CoreMetrics.Counter
   let httpRequests: CoreMetrics.Counter
   let commandLatency: Metrics.Timer
+  /// Contract §11 webhook deliveries: delivered, given up (or refused), retried, and
+  /// dropped because the queue was full.
+  let webhookSent: CoreMetrics.Counter
+  let webhookFailed: CoreMetrics.Counter
+  let webhookRetried: CoreMetrics.Counter
+  let webhookDropped: CoreMetrics.Counter
   private var mirrored: [String: CoreMetrics.Gauge] = [:]
   private var mirroredCounters: [String: CoreMetrics.Counter] = [:]
 
@@ -37,6 +43,10 @@ final class ServerMetrics {
     slowConsumerCloses = CoreMetrics.Counter(label: "relay_slow_consumer_closes_total", factory: f)
     httpRequests = CoreMetrics.Counter(label: "relay_http_requests_total", factory: f)
     commandLatency = Metrics.Timer(label: "relay_command_duration_seconds", factory: f)
+    webhookSent = CoreMetrics.Counter(label: "relay_webhook_sent_total", factory: f)
+    webhookFailed = CoreMetrics.Counter(label: "relay_webhook_failed_total", factory: f)
+    webhookRetried = CoreMetrics.Counter(label: "relay_webhook_retried_total", factory: f)
+    webhookDropped = CoreMetrics.Counter(label: "relay_webhook_dropped_total", factory: f)
   }
 
   /// Sets a gauge mirrored from a core counter (`name` with optional labels).

@@ -127,7 +127,7 @@ import Testing
   }
 
   @Test func nextDeadlineSkipsMootEntries() {
-    let h = Harness()
+    let h = Harness(configure: withoutHeartbeats)
     h.open(1)
     h.advance(100)
     h.open(2)

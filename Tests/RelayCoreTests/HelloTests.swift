@@ -56,7 +56,7 @@ import Testing
   }
 
   @Test func helloInTimeCancelsTheDeadline() {
-    let h = Harness()
+    let h = Harness(configure: withoutHeartbeats)
     h.connect(1, uid: "a")
     #expect(h.core.nextDeadline == nil)
     h.advance(20_000)
@@ -182,11 +182,11 @@ import Testing
     #expect(h.out().count == 1)
   }
 
-  @Test func callCommandsAreRefusedUntilImplemented() {
+  @Test func unknownCallIsNotFound() {
     let h = Harness()
     h.connect(1, uid: "a")
     h.send(1, #"{"type":"call.accept","id":"c","callId":"x"}"#)
-    #expect(h.out() == [#"c1 <- {"type":"error","re":"c","code":"internal","message":"calls are not available yet"}"#])
+    #expect(h.out() == [#"c1 <- {"type":"error","re":"c","code":"not_found","message":"no call x"}"#])
   }
 
   @Test func backgroundIsAcknowledged() {

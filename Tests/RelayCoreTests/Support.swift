@@ -74,11 +74,18 @@ final class Harness {
       return to.map(\.description).joined(separator: ",") + " <- " + String(decoding: payload.bytes, as: UTF8.self)
     case .ping(let c): return "ping \(c)"
     case .close(let c, let code, let reason): return "close \(c) \(code) \(reason)"
+    case .drop(let c): return "drop \(c)"
     case .webhook(let event, let body): return "webhook \(event) " + String(decoding: body.bytes, as: UTF8.self)
     }
   }
 
   var ts: Int64 { now.wallMs }
+}
+
+/// Config without §5 heartbeats, for tests about other deadlines.
+func withoutHeartbeats(_ config: inout CoreConfig) {
+  config.heartbeatIntervalMs = 0
+  config.heartbeatTimeoutMs = 0
 }
 
 /// The JSON of the messages delivered to connection `n` in rendered output.

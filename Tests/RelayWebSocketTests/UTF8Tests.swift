@@ -38,6 +38,37 @@ let incompleteUTF8: [[UInt8]] = [[0xC2], [0xE1, 0x80], [0xF0, 0x90, 0x80], [0x41
     #expect(!UTF8Validator.isValid(bytes))
   }
 
+  /// The same sequences inside longer text, where the whole-sequence fast
+  /// path (not the byte automaton) judges them.
+  @Test func verdictsHoldInsideLongerText() {
+    let before = Array("ab".utf8)
+    let after = Array("cdefgh".utf8)
+    for bytes in validUTF8 {
+      #expect(UTF8Validator.isValid(before + bytes + after), "\(hex(bytes))")
+    }
+    for bytes in invalidUTF8 + incompleteUTF8 {
+      #expect(!UTF8Validator.isValid(before + bytes + after), "\(hex(bytes))")
+      #expect(!UTF8Validator.isValid(bytes + after), "\(hex(bytes))")
+    }
+  }
+
+  /// Every lead byte with every second byte, checked against the standard
+  /// library, long enough for the fast path and cut short for the automaton.
+  @Test func everyTwoBytePrefixAgreesWithTheStandardLibrary() {
+    for lead in 0x80...0xFF {
+      for second in 0...0xFF {
+        for tail in [[0x80, 0x80], [0xBF, 0xBF], [0x41, 0x41]] as [[UInt8]] {
+          let bytes = [UInt8(lead), UInt8(second)] + tail + Array("xyz".utf8)
+          let expected = String(validating: bytes, as: UTF8.self) != nil
+          #expect(UTF8Validator.isValid(bytes) == expected, "\(hex(bytes))")
+          var pieces = UTF8Validator()
+          let fed = bytes.allSatisfy { byte in [byte].withUnsafeBytes { pieces.feed($0) } }
+          #expect((fed && pieces.isComplete) == expected, "byte-wise \(hex(bytes))")
+        }
+      }
+    }
+  }
+
   @Test(arguments: incompleteUTF8)
   func incompleteIsNotValidButNotFailedYet(bytes: [UInt8]) {
     var validator = UTF8Validator()
@@ -104,6 +135,16 @@ let incompleteUTF8: [[UInt8]] = [[0xC2], [0xE1, 0x80], [0xF0, 0x90, 0x80], [0x41
   func truncatedAtEndOfFinalFragmentFails1007(bytes: [UInt8]) {
     expectFailure(events(frame(0x1, bytes)), code: 1007)
     expectFailure(events(frame(0x1, bytes, fin: false) + frame(0x0, [])), code: 1007)
+  }
+
+  @Test(arguments: invalidUTF8 + incompleteUTF8)
+  func clientRoleValidatesUnmaskedFramesToo(bytes: [UInt8]) {
+    expectFailure(clientEvents(frame(0x1, bytes, from: .server)), code: 1007)
+    let padded = Array("abcd".utf8) + bytes
+    expectFailure(clientEvents(frame(0x1, padded, from: .server)), code: 1007)
+    let fragmented =
+      frame(0x1, Array("ab".utf8), fin: false, from: .server) + frame(0x0, bytes, from: .server)
+    expectFailure(clientEvents(fragmented), code: 1007)
   }
 
   @Test func binaryIsNotValidated() {

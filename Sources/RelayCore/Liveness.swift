@@ -1,0 +1,228 @@
+// §5 heartbeats and connection status: server pings, the heartbeat timeout, lost
+// participants, grace and its expiry. Every timer goes through the core's one
+// DeadlineQueue (DESIGN.md, "The hot path"): a connection has exactly one heartbeat
+// deadline outstanding, and an inbound frame only stores its time (O(1), no heap
+// work) — the check re-arms itself from `lastInboundMonoMs` when it fires.
+import RelayProtocol
+
+/// The deadlines of §5 and §8, carried by the single `DeadlineKind.liveness` case so
+/// the shared enum grows by one line. Plain values only (no strings): heap entries
+/// are then trivially copyable, which keeps every heartbeat's sift cheap.
+enum LivenessDeadline: Equatable {
+  /// Heartbeat check of one connection; `pingDueMs` is when its next ping is due.
+  case heartbeat(ConnectionID, pingDueMs: Int64)
+  /// The grace of a lost connection (its `LostRecord`) is over.
+  case grace(record: UInt64)
+  /// §5 idle countdown of a session: warning, then end. The generation names one
+  /// countdown (`LivenessState.idleSession`); a cancelled one is simply gone from
+  /// that table (lazy cancellation).
+  case idleWarning(generation: UInt64)
+  case idleEnd(generation: UInt64)
+}
+
+/// One user in one session, as a dictionary key.
+struct ParticipantKey: Hashable {
+  let session: String
+  let uid: String
+}
+
+/// What a lost connection leaves behind for its grace (§5) and for resume (§8).
+struct LostRecord {
+  let uid: String
+  /// The connection's `resumeToken`: resume (§8) finds the held state by it.
+  let token: String
+  /// Sessions whose participant went `lost` with this connection, in join order.
+  let sessions: [String]
+}
+
+/// §5 idle countdown of a session with a single participant.
+struct IdleCountdown {
+  let generation: UInt64
+  let endsAtMonoMs: Int64
+}
+
+/// The state of §5/§8 work, one stored property of the core. Dictionaries here are
+/// only looked up, never iterated, so output order stays deterministic.
+struct LivenessState {
+  var records: [UInt64: LostRecord] = [:]
+  var recordByToken: [String: UInt64] = [:]
+  /// Which record made a participant `lost`: a participant restored and lost again
+  /// belongs to the newer record, and only that record's grace may time it out.
+  var lostOwner: [ParticipantKey: UInt64] = [:]
+  var nextRecord: UInt64 = 1
+  var idle: [String: IdleCountdown] = [:]
+  /// Running countdowns: generation → session id.
+  var idleSession: [UInt64: String] = [:]
+  var nextIdleGeneration: UInt64 = 1
+  /// Test/tool observer of every session event (see `RelayCore.debugEventTap`).
+  var eventTap: ((String, Int64, Payload) -> Void)?
+}
+
+extension RelayCore {
+  // MARK: Heartbeats (§5)
+
+  /// Arms the first heartbeat check of a freshly upgraded connection. Pings start at
+  /// the upgrade: a connection waiting for `hello` is also a socket that may die.
+  func startHeartbeat(_ c: ConnectionID, at: Instant) {
+    guard config.heartbeatIntervalMs > 0 || config.heartbeatTimeoutMs > 0 else { return }
+    scheduleHeartbeat(c, lastInboundMs: at.monoMs, pingDueMs: at.monoMs + config.heartbeatIntervalMs)
+  }
+
+  /// The next check is the earlier of "ping due" and "timeout due"; a value ≤ 0
+  /// disables that half.
+  private func scheduleHeartbeat(_ c: ConnectionID, lastInboundMs: Int64, pingDueMs: Int64) {
+    var next = Int64.max
+    if config.heartbeatIntervalMs > 0 { next = pingDueMs }
+    if config.heartbeatTimeoutMs > 0 { next = min(next, lastInboundMs + config.heartbeatTimeoutMs) }
+    deadlines.schedule(at: next, .liveness(.heartbeat(c, pingDueMs: pingDueMs)))
+  }
+
+  /// A heartbeat check fired: lost if silent for `heartbeatTimeoutMs`, else ping if
+  /// due, then re-arm from the latest inbound time (frames in between cost nothing).
+  func heartbeatDue(_ c: ConnectionID, pingDueMs: Int64, at: Instant) {
+    guard let connection = connections[c], connection.phase != .closing else { return }
+    let now = at.monoMs
+    if config.heartbeatTimeoutMs > 0, now - connection.lastInboundMonoMs >= config.heartbeatTimeoutMs {
+      heartbeatTimedOut(connection, at: at)
+      return
+    }
+    var pingDue = pingDueMs
+    if config.heartbeatIntervalMs > 0, now >= pingDue {
+      effects.append(.ping(c))
+      pingDue = now + config.heartbeatIntervalMs
+    }
+    scheduleHeartbeat(c, lastInboundMs: connection.lastInboundMonoMs, pingDueMs: pingDue)
+  }
+
+  /// §5: no inbound frame for the timeout → lost (not left). The socket is presumed
+  /// dead, so the shell drops it without a close handshake (`.drop`): waiting for a
+  /// close reply from a dead peer would only hold its buffers for the close timeout.
+  func heartbeatTimedOut(_ connection: Connection, at: Instant) {
+    if connection.phase == .ready { markLost(connection, at: at) }
+    connection.phase = .closing
+    effects.append(.drop(connection.id))
+  }
+
+  // MARK: Lost and grace (§5)
+
+  /// The connection is lost: in each of its sessions the participant stays with
+  /// status `lost`, hand and calls kept, and members get `participant.lost {uid}`
+  /// (recorded, so a resume replays it to the user itself). Grace starts: `graceMs`,
+  /// or `backgroundGraceMs` after `client.background {true}`.
+  func markLost(_ connection: Connection, at: Instant) {
+    guard let uid = connection.uid else { return }
+    let recordId = liveness.nextRecord
+    liveness.nextRecord += 1
+    var lostSessions: [String] = []
+    for id in connection.sessions {
+      guard let session = sessions[id], let participant = session[uid],
+        participant.connection == connection.id
+      else { continue }
+      setConnection(participant, in: session, nil)
+      participant.status = .lost
+      liveness.lostOwner[ParticipantKey(session: id, uid: uid)] = recordId
+      lostSessions.append(id)
+      counters.lost += 1
+      emit(session, "participant.lost", at: at) { w in w.field("uid", uid) }
+    }
+    connection.sessions.removeAll()
+    liveness.records[recordId] = LostRecord(uid: uid, token: connection.resumeToken, sessions: lostSessions)
+    liveness.recordByToken[connection.resumeToken] = recordId
+    let graceMs = connection.background ? config.backgroundGraceMs : config.graceMs
+    deadlines.schedule(at: at.monoMs + graceMs, .liveness(.grace(record: recordId)))
+  }
+
+  /// §5 grace over: every participant still lost under this record gets
+  /// `hand.lowered {timed_out}` (if up) and `participant.timed_out`, and is removed;
+  /// the resume token stops working (§8 "after grace"). Calls end only if the user
+  /// has no other live connection (a user online elsewhere has not timed out).
+  func graceOver(_ recordId: UInt64, at: Instant) {
+    guard let record = liveness.records.removeValue(forKey: recordId) else { return }
+    if liveness.recordByToken[record.token] == recordId {
+      liveness.recordByToken[record.token] = nil
+      resumeTokens[record.token] = nil
+    }
+    for id in record.sessions {
+      let key = ParticipantKey(session: id, uid: record.uid)
+      guard liveness.lostOwner[key] == recordId else { continue }
+      liveness.lostOwner[key] = nil
+      guard let session = sessions[id], let participant = session[record.uid],
+        participant.status == .lost, participant.connection == nil
+      else { continue }
+      counters.timedOut += 1
+      removeExpired(participant, from: session, event: "participant.timed_out", at: at)
+    }
+    if !isUserOnline(record.uid) { userTimedOut(record.uid, at: at) }
+  }
+
+  /// Removal by a timer (grace §5, idle §5.5): nobody acted, so `hand.lowered` has
+  /// `by: null` and reason `timed_out` (the contract's reason for a hand lowered by
+  /// the server), then `event` (`participant.timed_out`, or `participant.left` with
+  /// reason `idle`). Emptied sessions are dropped, as in `removeParticipant`.
+  func removeExpired(_ participant: Participant, from session: Session, event: String, at: Instant) {
+    let uid = participant.uid
+    if let c = participant.connection { connections[c]?.sessions.removeAll { $0 == session.id } }
+    session.remove(uid)
+    if let index = session.handIndex(of: uid) {
+      session.hands.remove(at: index)
+      emit(session, "hand.lowered", at: at) { w in
+        w.field("uid", uid)
+        w.nullableField("by", nil)
+        w.field("reason", "timed_out")
+      }
+    }
+    emit(session, event, at: at) { w in
+      w.field("uid", uid)
+      if event == "participant.left" { w.field("reason", LeaveReason.idle.rawValue) }
+    }
+    if session.isEmpty { sessions[session.id] = nil }
+    idleMembershipChanged(session, at: at)
+  }
+
+  /// Points a participant at a connection, or at none while lost, through the
+  /// session so its cached fan-out list follows.
+  func setConnection(_ participant: Participant, in session: Session, _ c: ConnectionID?) {
+    if let c { session.attach(participant, to: c) } else { session.detach(participant) }
+  }
+
+  // MARK: Hooks for ringing (§9)
+
+  /// Whether the user has a live connection: said `hello`, not lost, not closing
+  /// (§5: a lost user's connection counts as offline for ringing).
+  func isUserOnline(_ uid: String) -> Bool {
+    guard let user = users[uid] else { return false }
+    return user.connections.contains { connections[$0]?.phase == .ready }
+  }
+
+  /// Called once when a lost connection's grace ends and its user has no other live
+  /// connection, after its participants were timed out.
+  func callsUserTimedOut(_ uid: String, at: Instant) {
+    // Ringing hooks in here (§5: accepted calls end, ringing calls cancelled).
+    endCallsOfTimedOutUser(uid: uid, at: at)
+  }
+
+  // MARK: Deadline routing
+
+  func isLivenessWanted(_ deadline: LivenessDeadline) -> Bool {
+    switch deadline {
+    case .heartbeat(let c, _):
+      guard let connection = connections[c] else { return false }
+      return connection.phase != .closing
+    case .grace(let record):
+      return liveness.records[record] != nil
+    case .idleWarning(let generation), .idleEnd(let generation):
+      return liveness.idleSession[generation] != nil
+    }
+  }
+
+  func fireLiveness(_ deadline: LivenessDeadline, at: Instant) {
+    switch deadline {
+    case .heartbeat(let c, let pingDueMs): heartbeatDue(c, pingDueMs: pingDueMs, at: at)
+    case .grace(let record): graceOver(record, at: at)
+    case .idleWarning(let generation):
+      if let id = liveness.idleSession[generation] { idleWarningDue(id, at: at) }
+    case .idleEnd(let generation):
+      if let id = liveness.idleSession[generation] { idleEnded(id, at: at) }
+    }
+  }
+}

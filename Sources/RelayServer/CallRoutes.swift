@@ -1,0 +1,128 @@
+import EventLoop
+import Logging
+import RelayCore
+import RelayProtocol
+import RelayWebSocket
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+extension RelayServer {
+  /// The call API (contract §9; protocol/ §11): `GET /v1/calls/{callId}` and
+  /// `POST /v1/calls/{callId}/accept|reject|cancel`, for an app woken by a push before
+  /// its socket is up. `Authorization: Bearer <user token>` is checked with the same
+  /// verifier as `hello.token`; without a valid one → 401. In dev mode there is no
+  /// secret, so no token is valid and the API always answers 401 (a dev bearer would
+  /// let anyone act for anyone; dev clients use the WebSocket commands).
+  func routeCalls(_ conn: ServerConnection, _ head: HTTPRequestHead, _ parts: [String], body: [UInt8]) {
+    guard parts.count == 3 || parts.count == 4 else {
+      return respond(conn, status: 404, body: Array("not found".utf8))
+    }
+    guard let token = bearer(head), let identity = core.verifyUserToken(token, at: now) else {
+      return respond(conn, status: 401, headers: [("WWW-Authenticate", "Bearer")], body: [])
+    }
+    let callId = parts[2]
+    let verb = parts.count == 4 ? parts[3] : nil
+    switch (head.method, verb) {
+    case ("GET", nil):
+      guard let info = core.callInfo(callId: callId, uid: identity.uid) else {
+        return respondCallError(conn, 404, "not_found", "no call \(callId)")
+      }
+      respondJSON(conn, status: 200, info)
+    case ("POST", "accept"):
+      callAction(conn, .accept, callId, identity)
+    case ("POST", "reject"):
+      guard let reason = rejectReason(body) else {
+        return respondCallError(conn, 400, "bad_request", "body must be {\"reason\": \"declined\"|\"busy\"} or empty")
+      }
+      callAction(conn, .reject(reason), callId, identity)
+    case ("POST", "cancel"):
+      callAction(conn, .cancel, callId, identity)
+    case (_, nil), (_, "accept"?), (_, "reject"?), (_, "cancel"?):
+      respond(conn, status: 405, headers: [("Allow", verb == nil ? "GET" : "POST")], body: [])
+    default:
+      respond(conn, status: 404, body: Array("not found".utf8))
+    }
+  }
+
+  private func callAction(_ conn: ServerConnection, _ action: CallAction, _ callId: String, _ identity: Identity) {
+    let result = core.callAction(action, callId: callId, identity: identity, at: now)
+    applyEffects()
+    respondJSON(conn, status: result.status, result.body)
+  }
+
+  /// `/reject` takes an optional `{"reason": "declined"|"busy"}` (default declined).
+  private func rejectReason(_ body: [UInt8]) -> RejectReason? {
+    if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return .declined }
+    guard let object = try? JSONParser.parse(body).objectValue else { return nil }
+    guard let value = object["reason"], value != .null else { return .declined }
+    return value.stringValue.flatMap(RejectReason.init(rawValue:))
+  }
+
+  /// Error body of the call API: `{type: "error", code, message}` (protocol/
+  /// `schema/http/error.json`), plus `error` for clients that look for it.
+  func respondCallError(_ conn: ServerConnection, _ status: Int, _ code: String, _ message: String) {
+    respondJSON(
+      conn, status: status,
+      object([("type", .string("error")), ("code", .string(code)), ("message", .string(message)), ("error", .string(code))]))
+  }
+
+  /// Call outcomes and webhook counters for `/metrics` (contract §10 "call outcomes").
+  func refreshCallMetrics() {
+    let s = core.callStats
+    metrics.mirror("relay_calls_initiated", Int(s.initiated))
+    metrics.mirror("relay_calls_held", s.held)
+    for (k, v) in s.outcomes.sorted(by: { $0.key < $1.key }) {
+      metrics.mirror("relay_call_outcomes", labels: [("outcome", k)], Int(v))
+    }
+    for (k, v) in s.webhooks.sorted(by: { $0.key < $1.key }) {
+      metrics.mirror("relay_webhook_events", labels: [("event", k)], Int(v))
+    }
+    metrics.mirror("relay_webhook_queued", webhookClient?.queued ?? 0)
+  }
+
+  // MARK: Webhook wiring
+
+  /// Builds the webhook client from `--webhook-url` / `--webhook-secret` (contract
+  /// §11). A URL that cannot be used is logged and webhooks stay off; the relay itself
+  /// still runs.
+  func makeWebhookClient() -> WebhookClient? {
+    guard let url = config.webhookURL, !url.isEmpty else { return nil }
+    guard var endpoint = WebhookEndpoint.parse(url) else {
+      logger.error("--webhook-url must be http://HOST[:PORT]/PATH; webhooks disabled", metadata: ["url": "\(url)"])
+      return nil
+    }
+    guard let address = Self.resolve(endpoint.host) else {
+      logger.error("cannot resolve the webhook host; webhooks disabled", metadata: ["host": "\(endpoint.host)"])
+      return nil
+    }
+    endpoint.host = address
+    if config.webhookSecret == nil {
+      logger.warning("--webhook-url without --webhook-secret: webhooks are signed with an empty key")
+    }
+    logger.info("webhook enabled", metadata: ["url": "\(url)"])
+    return WebhookClient(
+      loop: loop, endpoint: endpoint, secret: config.webhookSecret ?? "", settings: WebhookSettings(),
+      metrics: metrics, logger: logger)
+  }
+
+  /// An IP literal as is; a name through one blocking `getaddrinfo` at start (never on
+  /// the hot path), first IPv4 answer.
+  static func resolve(_ host: String) -> String? {
+    if host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) { return host }
+    var hints = addrinfo()
+    hints.ai_family = AF_INET
+    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+    var list: UnsafeMutablePointer<addrinfo>?
+    guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return nil }
+    defer { freeaddrinfo(list) }
+    guard let sa = first.pointee.ai_addr else { return nil }
+    var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+    let ok = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+      var addr = sin.pointee.sin_addr
+      return inet_ntop(AF_INET, &addr, &text, socklen_t(INET_ADDRSTRLEN)) != nil
+    }
+    return ok ? String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+  }
+}

@@ -1,0 +1,249 @@
+"""Webhook (contract §11) against a local receiver: signed POSTs for call.offline and
+the withdrawal call.cancelled, retries with backoff after 5xx, a bounded number of
+attempts, and a receiver that never answers does not slow the relay's own traffic."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from relayclient import Client
+
+SECRET = "hook-secret"
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1 in a thread. `statuses` are answered in order
+    (the last one repeats); `hang` holds every request without answering."""
+
+    def __init__(self, statuses=(200,), hang: bool = False):
+        self.statuses = list(statuses)
+        self.hang = hang
+        self.requests: list[tuple[dict, bytes, float]] = []
+        self.release = threading.Event()
+        self.arrived = threading.Condition()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver.arrived:
+                    receiver.requests.append((dict(self.headers), body, time.monotonic()))
+                    status = receiver.statuses[min(len(receiver.requests), len(receiver.statuses)) - 1]
+                    receiver.arrived.notify_all()
+                if receiver.hang:
+                    receiver.release.wait(30)
+                    return
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hooks/relay"
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[tuple[dict, bytes, float]]:
+        deadline = time.monotonic() + timeout
+        with self.arrived:
+            while len(self.requests) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{len(self.requests)} of {count} webhook requests")
+                self.arrived.wait(left)
+            return list(self.requests)
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver_factory():
+    made: list[Receiver] = []
+
+    def make(**kw) -> Receiver:
+        r = Receiver(**kw)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.close()
+
+
+def hooked(relay_factory, receiver: Receiver, *flags: str):
+    return relay_factory("--webhook-url", receiver.url, "--webhook-secret", SECRET, *flags)
+
+
+def verify(headers: dict, body: bytes) -> None:
+    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(headers["X-Relay-Signature"], expected)
+    assert headers["Content-Type"] == "application/json"
+
+
+def metric(relay, name: str) -> float:
+    with urllib.request.urlopen(relay.http + "/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def dev(relay, uid: str) -> Client:
+    c = await Client.connect(relay.ws)
+    await c.hello_dev(uid)
+    return c
+
+
+async def call_offline(alice: Client, to: list[str]) -> str:
+    await alice.send({"type": "call.initiate", "id": "i", "to": to, "callType": "video", "metadata": {"k": 1}})
+    ok = await alice.recv_type("ok")
+    return ok["callId"]
+
+
+async def test_offline_callee_webhook_is_signed_and_withdrawn(relay_factory, receiver_factory):
+    receiver = receiver_factory()
+    relay = hooked(relay_factory, receiver)
+    alice = await dev(relay, "alice")
+    before = int(time.time() * 1000)
+    call = await call_offline(alice, ["dave"])
+    headers, body, _ = (await asyncio.to_thread(receiver.wait_for, 1))[0]
+    verify(headers, body)
+    assert headers["X-Relay-Event"] == "call.offline"
+    event = json.loads(body)
+    assert event["event"] == "call.offline" and event["callId"] == call and event["uid"] == "dave"
+    assert event["from"] == {"uid": "alice", "name": "Alice"} and event["callType"] == "video"
+    assert isinstance(event["sessionId"], str) and event["metadata"] == {"k": 1}
+    assert before <= event["sentAt"] <= event["expiresAt"] - 40_000
+    await alice.send({"type": "call.cancel", "id": "x", "callId": call})
+    requests = await asyncio.to_thread(receiver.wait_for, 2)
+    headers, body, _ = requests[1]
+    verify(headers, body)
+    assert headers["X-Relay-Event"] == "call.cancelled"
+    assert json.loads(body)["reason"] == "cancelled" and json.loads(body)["uid"] == "dave"
+    await asyncio.sleep(0.3)
+    assert metric(relay, "relay_webhook_sent_total") == 2
+
+
+async def test_retried_after_500(relay_factory, receiver_factory):
+    receiver = receiver_factory(statuses=(500, 503, 200))
+    relay = hooked(relay_factory, receiver)
+    alice = await dev(relay, "alice")
+    await call_offline(alice, ["dave"])
+    requests = await asyncio.to_thread(receiver.wait_for, 3)
+    assert len({body for _, body, _ in requests}) == 1  # the same signed body each time
+    for headers, body, _ in requests:
+        verify(headers, body)
+    assert requests[2][2] - requests[0][2] >= 0.2 + 0.4 - 0.05  # backoff grows: 200 ms, then 400 ms
+    await asyncio.sleep(0.3)
+    assert metric(relay, "relay_webhook_retried_total") == 2
+    assert metric(relay, "relay_webhook_sent_total") == 1
+
+
+async def test_gives_up_after_the_bound(relay_factory, receiver_factory):
+    receiver = receiver_factory(statuses=(500,))
+    relay = hooked(relay_factory, receiver)
+    alice = await dev(relay, "alice")
+    await call_offline(alice, ["dave"])
+    await asyncio.to_thread(receiver.wait_for, 4)
+    await asyncio.sleep(3.0)  # longer than the next backoff would be: no 5th attempt
+    assert len(receiver.requests) == 4
+    assert metric(relay, "relay_webhook_failed_total") == 1
+    assert metric(relay, "relay_webhook_retried_total") == 3
+
+
+async def fanout_latencies(members: list[Client], rounds: int) -> list[float]:
+    """Per round: time from hand.raise to the last member seeing hand.raised."""
+    latencies = []
+    for i in range(rounds):
+        raiser = members[i % len(members)]
+        start = time.monotonic()
+        await raiser.send({"type": "hand.raise", "session": "room"})
+        await asyncio.gather(*(m.recv_type("hand.raised") for m in members))
+        latencies.append(time.monotonic() - start)
+        await raiser.send({"type": "hand.lower", "session": "room"})
+        await asyncio.gather(*(m.recv_type("hand.lowered") for m in members))
+    return sorted(latencies)
+
+
+async def test_stuck_webhook_does_not_slow_fanout(relay_factory, receiver_factory):
+    receiver = receiver_factory(hang=True)
+    relay = hooked(relay_factory, receiver)
+    members = [await dev(relay, f"m{i}") for i in range(20)]
+    for m in members:
+        await m.send({"type": "session.join", "id": "j", "session": "room"})
+        await m.recv_type("session.joined")
+    for m in members:  # drain participant.joined events
+        while True:
+            try:
+                await m.recv(timeout=0.05)
+            except asyncio.TimeoutError:
+                break
+    caller = await dev(relay, "caller")
+    for batch in range(3):  # 3 calls × 8 offline callees: far more than the delivery slots
+        await call_offline(caller, [f"offline{batch}-{k}" for k in range(8)])
+    stuck = await asyncio.to_thread(receiver.wait_for, 4)
+    assert len(stuck) == 4  # every delivery slot is held by the silent receiver
+    latencies = await fanout_latencies(members, rounds=15)
+    median, worst = latencies[len(latencies) // 2], latencies[-1]
+    print(f"fan-out to 20 members while the webhook hangs: median {median * 1000:.1f} ms, worst {worst * 1000:.1f} ms")
+    # A client that waited on the receiver would stall for its 5 000 ms response
+    # timeout; the bounds leave room for a loaded test machine.
+    assert median < 0.15 and worst < 0.5, f"fan-out median {median * 1000:.0f} ms, worst {worst * 1000:.0f} ms"
+    assert len(receiver.requests) == 4
+    # The relay still answers its HTTP side too.
+    with urllib.request.urlopen(relay.http + "/healthz", timeout=2) as r:
+        assert r.status == 200
+
+
+async def test_stuck_webhook_does_not_delay_shutdown(relay_factory, receiver_factory):
+    receiver = receiver_factory(hang=True)
+    relay = hooked(relay_factory, receiver)
+    alice = await dev(relay, "alice")
+    await call_offline(alice, ["dave", "erin"])
+    await asyncio.to_thread(receiver.wait_for, 2)
+    start = time.monotonic()
+    relay.proc.terminate()
+    assert await alice.expect_close() == 1001
+    code = await asyncio.to_thread(relay.proc.wait, 10)
+    assert code == 0 and time.monotonic() - start < 3.0
+
+
+async def test_session_and_call_lifecycle_events(relay_factory, receiver_factory):
+    receiver = receiver_factory()
+    relay = hooked(relay_factory, receiver)
+    alice, bob = await dev(relay, "alice"), await dev(relay, "bob")
+    await alice.send({"type": "call.initiate", "id": "i", "to": ["bob"], "callType": "audio"})
+    ok = await alice.recv_type("ok")
+    await bob.recv_type("call.incoming")
+    await bob.send({"type": "call.accept", "callId": ok["callId"]})
+    await bob.recv_type("call.accepted")
+    await bob.send({"type": "session.join", "session": ok["sessionId"]})
+    await bob.recv_type("session.joined")
+    await bob.send({"type": "call.end", "callId": ok["callId"]})
+    await bob.recv_type("call.ended")
+    await bob.send({"type": "session.leave", "session": ok["sessionId"]})
+    requests = await asyncio.to_thread(receiver.wait_for, 4)
+    events = [(h["X-Relay-Event"], json.loads(b)) for h, b, _ in requests]
+    for headers, body, _ in requests:
+        verify(headers, body)
+    names = sorted(name for name, _ in events)
+    assert names == ["call.accepted", "call.ended", "session.created", "session.ended"]
+    for name, body in events:
+        assert body["event"] == name and body["sessionId"] == ok["sessionId"]
