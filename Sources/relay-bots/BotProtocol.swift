@@ -127,7 +127,9 @@ extension Bot {
 
   func countDelivery(sentNs: UInt64?, fromMe: Bool) {
     ctx.stats.deliveries += 1
-    if let sentNs { ctx.stats.delivery.record(ns: Loop.hrtimeNs() &- sentNs) }
+    // A replay after resume delivers old events late by design: counted,
+    // but kept out of the latency histogram (it would measure the outage).
+    if let sentNs, !resuming { ctx.stats.delivery.record(ns: Loop.hrtimeNs() &- sentNs) }
     if fromMe, isPublisher {
       inflight -= 1
       engine.publisherMayContinue(self)
@@ -143,7 +145,7 @@ extension Bot {
       ctx.handEventNs[eventKey] = s
       sentNs = s
     }
-    if let sentNs { ctx.stats.handDelivery.record(ns: Loop.hrtimeNs() &- sentNs) }
+    if let sentNs, !resuming { ctx.stats.handDelivery.record(ns: Loop.hrtimeNs() &- sentNs) }
   }
 
   /// Broadcast peers echo our frame verbatim: `{"from", "data": {"t", "n"}}`.
