@@ -245,7 +245,7 @@ if any(r["scenario"] in ("hand-storm", "ring-storm") for r in recs):
         if unsupported:
             L += ["Ringing storm: skipped, the relay does not support calls yet (call.* answered as unavailable).", ""]
         else:
-            L += ["| ringing storm | calls placed | calls resolved | server CPU % | check failures |", "|---|---:|---:|---:|---:|",
+            L += ["| ringing storm | calls placed | callee legs resolved | server CPU % | check failures |", "|---|---:|---:|---:|---:|",
                   f"| 100 calls/s among 1 000 | {f(med(rs,'calls'))} | {f(med(rs,'callsResolved'))} | {f(med(rs,'cpuPct'),1)} | {fails(rs)} |", ""]
 open(out, "w").write("\n".join(L) + "\n")
 print("\n".join(L))

@@ -66,7 +66,7 @@ struct Report {
       ("hand event latency p50/p99/p99.9", latencyRow(s.handDelivery)),
       ("reply latency p50/p99/p99.9", latencyRow(s.reply)),
       ("hand commands", "\(s.handCommands)"),
-      ("calls placed / resolved / still ringing", "\(s.callsStarted) / \(e.callsResolved) / \(e.callsUnresolved)"),
+      ("calls placed / callee legs resolved / still ringing", "\(s.callsStarted) / \(e.callsResolved) / \(e.callsUnresolved)"),
       ("resumes (resumed:true) / fresh rejoins", "\(s.resumes) (\(s.resumedTrue)) / \(s.freshRejoins)"),
       ("errors received", "\(s.errorsReceived)"),
     ]
