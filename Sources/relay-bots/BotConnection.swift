@@ -1,0 +1,162 @@
+// One bot's transport: TCP connect, the opening handshake, WebSocket framing
+// through RelayWebSocket's sans-I/O codec, and the ways a bot can go away
+// (clean close, TCP reset, silently stop reading). It knows nothing of the
+// relay protocol; the bot above it sees open / text / closed.
+
+import EventLoop
+import RelayCrypto
+import RelayWebSocket
+
+/// How a connection ended, as the bot above needs it.
+struct ConnectionEnd {
+  /// The WebSocket close code, nil when TCP ended without a close handshake.
+  var code: UInt16?
+  var reason: String
+  var initiatedByPeer: Bool
+}
+
+final class BotConnection {
+  private let loop: Loop
+  private let stats: Stats
+  private var tcp: TCPConnection?
+  private var ws: WebSocketConnection
+  private var handshake: ClientHandshake?
+  private var ended = false
+  private var upgraded = false
+
+  /// Called once the 101 is verified.
+  var onOpen: (() -> Void)?
+  /// One complete text message (the bytes are the caller's to keep).
+  var onText: (([UInt8]) -> Void)?
+  /// Called exactly once, unless `abandon()` was called first.
+  var onEnd: ((ConnectionEnd) -> Void)?
+
+  init(loop: Loop, stats: Stats, maxMessageBytes: Int) {
+    self.loop = loop
+    self.stats = stats
+    // §10.3 wants unpredictable masking keys: seed the codec from the CSPRNG.
+    let seed = Crypto.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    ws = WebSocketConnection(role: .client, maxMessageBytes: maxMessageBytes, maskSeed: seed)
+  }
+
+  func open(url: WebSocketURL, path: String, subprotocol: String?) {
+    let hs = ClientHandshake(host: url.host, port: url.port, path: path, subprotocol: subprotocol)
+    handshake = hs
+    stats.connectsStarted += 1
+    TCPConnector.connect(loop: loop, host: url.host, port: url.port) { [weak self] result in
+      guard let self else {
+        if case .success(let c) = result { c.close() }
+        return
+      }
+      switch result {
+      case .success(let c): self.attach(c, request: hs.request)
+      case .failure(let e):
+        self.stats.connectFailures += 1
+        self.finish(ConnectionEnd(code: nil, reason: "connect failed: \(e)", initiatedByPeer: true))
+      }
+    }
+  }
+
+  private func attach(_ c: TCPConnection, request: [UInt8]) {
+    guard !ended else { c.close(); return }
+    tcp = c
+    stats.openSockets += 1
+    c.onRead = { [weak self] bytes in self?.received(bytes) }
+    // `stats` is captured strongly: the socket may outlive this object while
+    // the server finishes closing it, and must still be counted as closed.
+    c.onClose = { [weak self, stats] reason in
+      stats.openSockets -= 1
+      self?.finish(ConnectionEnd(code: nil, reason: "tcp closed: \(reason)", initiatedByPeer: true))
+    }
+    c.startReading()
+    _ = c.write(request)
+  }
+
+  private func received(_ bytes: UnsafeRawBufferPointer) {
+    guard !ended else { return }
+    guard handshake != nil else { feed(bytes); return }
+    switch handshake!.receive(bytes) {
+    case .needMore: return
+    case .failed(let why):
+      stats.connectFailures += 1
+      finish(ConnectionEnd(code: nil, reason: why, initiatedByPeer: true))
+      tcp?.close()
+    case .upgraded(let rest):
+      handshake = nil
+      upgraded = true
+      stats.connected += 1
+      onOpen?()
+      if !rest.isEmpty, !ended { rest.withUnsafeBytes { feed($0) } }
+    }
+  }
+
+  /// Codec events are collected first and handled after `receive` returns:
+  /// handling one may send (a publisher's next message), and sending mutates
+  /// the codec, which Swift's exclusivity rules forbid during `receive`.
+  private func feed(_ bytes: UnsafeRawBufferPointer) {
+    var events: [WebSocketEvent] = []
+    ws.receive(bytes) { events.append($0) }
+    for event in events where !ended { handle(event) }
+  }
+
+  private func handle(_ event: WebSocketEvent) {
+    switch event {
+    case .text(let payload):
+      stats.framesReceived += 1
+      onText?(payload)
+    case .write(let out): _ = tcp?.write(out)
+    case .ping: stats.pingsReceived += 1
+    case .closed(let code, let reason, let byPeer):
+      // The handshake is over (the codec already emitted our reply if the
+      // server began it). RFC 6455 §7.1.1: the server closes TCP first, so
+      // TIME_WAIT lands on its side. Closing here would leave one on ours,
+      // holding an ephemeral port for 60 s: big runs then starve connect().
+      finish(ConnectionEnd(code: code, reason: reason, initiatedByPeer: byPeer))
+    case .binary, .pong: stats.framesReceived += 1
+    }
+  }
+
+  /// Sends one text message (masked, as RFC 6455 §5.3 requires of clients).
+  func sendText(_ payload: [UInt8]) {
+    guard upgraded, !ended, let tcp else { return }
+    _ = tcp.write(ws.encode(.text, payload))
+  }
+
+  /// Starts the closing handshake; `onEnd` fires when the server answers.
+  func close(code: UInt16 = 1000) {
+    guard upgraded, !ended, let tcp else { abandon(); return }
+    _ = tcp.write(ws.close(code: code, reason: ""))
+  }
+
+  /// Stops reading and answering pings: to the server the client vanished.
+  func goSilent() { tcp?.stopReading() }
+
+  /// Forgets the callbacks but keeps the socket as it is (a silent
+  /// connection a resume is about to replace).
+  func detach() {
+    onEnd = nil
+    onText = nil
+    onOpen = nil
+  }
+
+  /// Drops the connection without a close frame (TCP RST) and without
+  /// reporting back: the bot already knows.
+  func abandon() {
+    if !ended, upgraded { stats.connected -= 1 }
+    ended = true
+    onEnd = nil
+    onText = nil
+    tcp?.reset()
+    tcp = nil
+  }
+
+  private func finish(_ end: ConnectionEnd) {
+    guard !ended else { return }
+    ended = true
+    if upgraded { stats.connected -= 1 }
+    let callback = onEnd
+    onEnd = nil
+    onText = nil
+    callback?(end)
+  }
+}

@@ -1,0 +1,155 @@
+// How a bot reacts to replies and personal events of the relay protocol
+// (PROTOCOL.md §2, §4, §6, §8), and to messages of either protocol.
+
+import EventLoop
+
+extension Bot {
+  // MARK: replies
+
+  func reply(type: String, _ ev: Json) {
+    guard let re = ev["re"]?.string, let id = Int(re), let p = pending.removeValue(forKey: id) else {
+      if type == "error" {
+        let code = ev["code"]?.string ?? "?"
+        ctx.unexpectedError(code: code, command: "(no id)", uid: uid, message: ev["message"]?.string ?? "")
+      }
+      return
+    }
+    ctx.stats.reply.record(ns: Loop.hrtimeNs() &- p.sentNs)
+    if type == "ok" { succeeded(p.kind, ev) } else { failed(p.kind, code: ev["code"]?.string ?? "?", ev) }
+  }
+
+  private func succeeded(_ kind: CommandKind, _ ev: Json) {
+    switch kind {
+    case .message: ctx.stats.messagesAcked += 1
+    case .callInitiate(let callees):
+      guard let callId = ev["callId"]?.string else { return }
+      ctx.calls.started(callId: callId, caller: uid, callees: callees)
+      callPlaced(callId)
+    case .callCancel(let callId): ctx.calls.cancelledByCaller(callId: callId)
+    case .callReject(let callId, let reason):
+      _ = reason  // declined and busy are both "rejected" for the caller (§9)
+      ctx.calls.calleeOutcome(callId: callId, callee: uid, "rejected", checker: ctx.checker)
+    default: break
+    }
+  }
+
+  private func failed(_ kind: CommandKind, code: String, _ ev: Json) {
+    switch kind {
+    case .callInitiate, .callAccept, .callReject, .callCancel, .callEnd:
+      // Ringing not built: `unknown_type` per §2, or the relay's interim
+      // `internal` "not available" answer. Skip calls, do not fail the run.
+      let message = ev["message"]?.string ?? ""
+      if code == "unknown_type" || (code == "internal" && message.contains("not available")) {
+        ctx.disableRinging()
+        return
+      }
+      // §9: racing a terminal state is answered `conflict`; calls that ended
+      // meanwhile are `not_found`. Both are normal under a ringing storm.
+      if code == "conflict" || code == "not_found" { ctx.checker.pass(.unexpectedError); return }
+    case .message:
+      if code == "rate_limited" { inflight = max(0, inflight - 1) }
+    default: break
+    }
+    ctx.unexpectedError(code: code, command: kind.name, uid: uid, message: ev["message"]?.string ?? "")
+  }
+
+  // MARK: lifecycle events
+
+  func welcomed(_ ev: Json) {
+    if let re = ev["re"]?.string, let id = Int(re), let p = pending.removeValue(forKey: id) {
+      ctx.stats.reply.record(ns: Loop.hrtimeNs() &- p.sentNs)
+    }
+    resumeToken = ev["resumeToken"]?.string
+    phase = .ready
+    ctx.stats.ready += 1
+    previousConn?.abandon()
+    previousConn = nil
+    if let hb = ev["heartbeat"]?["timeout"]?.int { ctx.heartbeatTimeoutMs = hb }
+    let resumed = ev["resumed"]?.bool ?? false
+    if resuming {
+      ctx.stats.resumes += 1
+      if resumed { ctx.stats.resumedTrue += 1 }
+      if expectResumed {
+        ctx.checker.expect(resumed, .resume, "\(uid): resume within grace answered resumed:false")
+      }
+    }
+    if background {
+      background = false
+      sendBackground(false)
+    }
+    if resuming && resumed && view.member { return }  // replay, then session.resumed/joined follows
+    if view.member { view.closeInterval() }
+    if resuming { ctx.stats.freshRejoins += 1 }
+    if !leftOnPurpose { sendJoin() }
+  }
+
+  func joined(_ ev: Json) {
+    guard ev["session"]?.string == session else { return }
+    let fresh = !view.member
+    if !fresh, ev["recovered"]?.bool == false {
+      ctx.checker.note("resume fell back to a fresh snapshot (recovered: false)")
+    }
+    view.applySnapshot(ev, checker: ctx.checker)
+    if fresh || resuming { engine.botBecameReady(self) }
+    resuming = false
+  }
+
+  /// §8: `session.resumed.seq` is the last session event the replay included.
+  func resumedSession(_ ev: Json) {
+    let seq = ev["seq"]?.int ?? -1
+    ctx.checker.expect(
+      seq == view.lastSeq, .resume, "\(uid): session.resumed seq \(seq) but replay ended at \(view.lastSeq)")
+    resuming = false
+    engine.botBecameReady(self)
+  }
+
+  func leftSession(_ ev: Json) {
+    let reason = ev["reason"]?.string ?? "?"
+    view.closeInterval()
+    if reason != "left" || !leftOnPurpose {
+      ctx.checker.fail(.connection, "\(uid): unexpected session.left (\(reason))")
+    }
+  }
+
+  // MARK: messages and hand events
+
+  /// §7a message event: one delivery, timed from the embedded send stamp.
+  func receivedMessage(seq: Int, _ ev: Json) {
+    ledger.seqs.insert(seq)
+    view.messagesReceived += 1
+    countDelivery(data: ev["data"], from: ev["from"]?.string)
+  }
+
+  func countDelivery(data: Json?, from: String?) {
+    let t = data?["t"]?.double
+    countDelivery(sentNs: t.flatMap { $0 > 0 ? UInt64(exactly: $0.rounded()) : nil }, fromMe: from == uid)
+  }
+
+  func countDelivery(sentNs: UInt64?, fromMe: Bool) {
+    ctx.stats.deliveries += 1
+    // A replay after resume delivers old events late by design: counted,
+    // but kept out of the latency histogram (it would measure the outage).
+    if let sentNs, !resuming { ctx.stats.delivery.record(ns: Loop.hrtimeNs() &- sentNs) }
+    if fromMe, isPublisher {
+      inflight -= 1
+      engine.publisherMayContinue(self)
+    }
+  }
+
+  /// Hand events are timed from the command that caused them, matched by
+  /// (uid, seq): the first receiver pins the command's send time for the seq.
+  func timeHandEvent(seq: Int, subject: String) {
+    let eventKey = session + "|" + String(seq)
+    var sentNs = ctx.handEventNs[eventKey]
+    if sentNs == nil, let s = ctx.handSentNs.removeValue(forKey: session + "|" + subject) {
+      ctx.handEventNs[eventKey] = s
+      sentNs = s
+    }
+    if let sentNs, !resuming { ctx.stats.handDelivery.record(ns: Loop.hrtimeNs() &- sentNs) }
+  }
+
+  /// Broadcast peers echo our frame verbatim: `{"from", "data": {"t", "n"}}`.
+  func receivedBroadcast(_ ev: Json) {
+    countDelivery(data: ev["data"], from: ev["from"]?.string)
+  }
+}
