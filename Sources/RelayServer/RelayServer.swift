@@ -26,6 +26,8 @@ public final class RelayServer {
   private var signals: [SignalWatcher] = []
   private(set) var draining = false
   private var websocketCount = 0
+  /// The heartbeat ping (empty payload), framed once and shared by every connection.
+  private let pingFrame = Framing.frame(.ping, [])
   private var stopped = false
   private var drainStartedMs: Int64 = 0
   private let wallOffsetMs: Int64
@@ -48,6 +50,9 @@ public final class RelayServer {
 
   /// Binds and listens. Throws on bind failure or a refused configuration.
   public func start() throws {
+    // Each connection is a descriptor: take the whole hard limit, not the soft default.
+    let files = Loop.raiseOpenFileLimit(to: 1 << 20)
+    logger.debug("open file limit", metadata: ["limit": "\(files)"])
     let l = try TCPListener(loop: loop, host: config.host, port: config.port)
     try l.listen { [unowned self] tcp in self.accept(tcp) }
     listener = l
@@ -320,7 +325,7 @@ public final class RelayServer {
       case .send(let payload, let to):
         deliver(payload, to: to)
       case .ping(let id):
-        if let conn = connections[id] { send(conn, WebSocketFrame.encode(opcode: .ping, payload: [UInt8]())) }
+        if let conn = connections[id], conn.isWebSocket { send(conn, pingFrame) }
       case .close(let id, let code, let reason):
         if let conn = connections[id] { closeWebSocket(conn, code: code, reason: reason) }
       case .drop(let id):
