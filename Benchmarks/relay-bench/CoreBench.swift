@@ -17,6 +17,11 @@ enum CoreBench {
       return r
     }
     print("  raise/lower churn: \(fmt(rate, 0)) events applied/s (\(deliveriesPerEvent) recipients each, \(fmt(rate * Double(deliveriesPerEvent) / 1e6, 2)) M deliveries/s)")
+    let before = relay_live_bytes()
+    let (held, _) = populated()
+    let perMember = Double(relay_live_bytes() - before) / Double(members)
+    withExtendedLifetime(held) {}
+    print("  heap held by the core per joined member (hello + join, 1 000 in one session): \(fmt(perMember, 0)) B")
     let (allocsPerEvent, bytesPerDelivery) = allocationsPerFanOut(events: 2000)
     print("  message.send fan-out: \(fmt(allocsPerEvent, 1)) allocations per event, \(fmt(bytesPerDelivery, 2)) bytes allocated per delivery")
   }

@@ -9,5 +9,7 @@ void relay_alloc_counting(int on);
 uint64_t relay_alloc_count(void);
 uint64_t relay_alloc_bytes(void);
 void relay_alloc_reset(void);
+/* Heap bytes in use (malloc_usable_size of every live block). */
+int64_t relay_live_bytes(void);
 
 #endif
