@@ -100,21 +100,9 @@ extension RelayCore {
           w.field("seq", session.seq)
         }
       } else {
-        sendRecoveredFalseSnapshot(session, to: c, uid: request.uid)
+        sendSnapshot(session, to: c, uid: request.uid, recovered: false)
       }
     }
   }
 
-  /// `session.joined {…, recovered: false}`: §6 snapshot shape plus the marker.
-  private func sendRecoveredFalseSnapshot(_ session: Session, to c: ConnectionID, uid: String) {
-    guard let me = session[uid] else { return }
-    sendPersonal(c, type: "session.joined") { w in
-      w.field("session", session.id)
-      w.field("seq", session.seq)
-      w.key("self")
-      w.participant(me)
-      w.membersAndHands(session)
-      w.field("recovered", false)
-    }
-  }
 }

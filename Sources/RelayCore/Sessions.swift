@@ -37,8 +37,9 @@ extension RelayCore {
     return session.seq
   }
 
-  /// §6 `session.joined {session, seq, self, participants, hands}`.
-  func sendSnapshot(_ session: Session, to c: ConnectionID, uid: String) {
+  /// §6 `session.joined {session, seq, self, participants, hands}`; on a resume whose
+  /// events are no longer kept, with `recovered: false` (§8).
+  func sendSnapshot(_ session: Session, to c: ConnectionID, uid: String, recovered: Bool? = nil) {
     guard let me = session[uid] else { return }
     sendPersonal(c, type: "session.joined") { w in
       w.field("session", session.id)
@@ -46,6 +47,7 @@ extension RelayCore {
       w.key("self")
       w.participant(me)
       w.membersAndHands(session)
+      if let recovered { w.field("recovered", recovered) }
     }
   }
 

@@ -76,7 +76,8 @@ extension RelayServer {
 }
 
 extension String {
-  func trimmingSpaces() -> String {
+  /// The string without leading and trailing spaces and tabs (HTTP OWS, flag lists).
+  public func trimmingSpaces() -> String {
     var s = Substring(self)
     while s.first == " " || s.first == "\t" { s = s.dropFirst() }
     while s.last == " " || s.last == "\t" { s = s.dropLast() }

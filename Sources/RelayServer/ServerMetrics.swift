@@ -49,32 +49,33 @@ final class ServerMetrics {
     webhookDropped = CoreMetrics.Counter(label: "relay_webhook_dropped_total", factory: f)
   }
 
-  /// Sets a gauge mirrored from a core counter (`name` with optional labels).
+  /// Sets a gauge mirrored from a core value (`name` with optional labels).
   func mirror(_ name: String, labels: [(String, String)] = [], _ value: Int) {
-    let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
-    let gauge: CoreMetrics.Gauge
-    if let g = mirrored[key] {
-      gauge = g
-    } else {
-      gauge = CoreMetrics.Gauge(label: name, dimensions: labels, factory: factory)
-      mirrored[key] = gauge
-    }
-    gauge.record(value)
+    let key = Self.key(name, labels)
+    cached(&mirrored, key) { CoreMetrics.Gauge(label: name, dimensions: labels, factory: factory) }.record(value)
   }
 
   private var advanced: [String: Int64] = [:]
 
   /// Advances a counter mirrored from a running total of the core (`name` with labels).
   func mirrorCounter(_ name: String, labels: [(String, String)] = [], _ total: UInt64) {
-    let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
-    let counter: CoreMetrics.Counter
-    if let c = mirroredCounters[key] {
-      counter = c
-    } else {
-      counter = CoreMetrics.Counter(label: name, dimensions: labels, factory: factory)
-      mirroredCounters[key] = counter
+    let key = Self.key(name, labels)
+    let counter = cached(&mirroredCounters, key) {
+      CoreMetrics.Counter(label: name, dimensions: labels, factory: factory)
     }
     advance(counter, key: key, to: total)
+  }
+
+  private static func key(_ name: String, _ labels: [(String, String)]) -> String {
+    name + labels.map { "|\($0.0)=\($0.1)" }.joined()
+  }
+
+  /// The metric registered under `key`, created on first use (metrics are registered once).
+  private func cached<M>(_ table: inout [String: M], _ key: String, _ make: () -> M) -> M {
+    if let m = table[key] { return m }
+    let m = make()
+    table[key] = m
+    return m
   }
 
   /// Advances a counter to a running total kept elsewhere (the loop counts bytes

@@ -30,12 +30,3 @@ extension String {
     String(map { $0 == a ? b : $0 })
   }
 }
-
-extension String {
-  func trimmingSpaces() -> String {
-    var s = Substring(self)
-    while s.first == " " || s.first == "\t" { s = s.dropFirst() }
-    while s.last == " " || s.last == "\t" { s = s.dropLast() }
-    return String(s)
-  }
-}
