@@ -30,7 +30,6 @@ public final class RelayServer {
   private let pingFrame = Framing.frame(.ping, [])
   private var stopped = false
   private var drainStartedMs: Int64 = 0
-  private let wallOffsetMs: Int64
   /// `--webhook-url` deliveries (contract §11); nil when not configured.
   var webhookClient: WebhookClient?
 
@@ -41,8 +40,6 @@ public final class RelayServer {
     var coreConfig = config.core
     coreConfig.sessionWebhooks = config.webhookURL != nil
     self.core = RelayCore(config: coreConfig, ids: CryptoIdentifiers(), verifyToken: verifyToken)
-    loop.updateTime()
-    wallOffsetMs = Loop.wallClockMs() - Int64(loop.nowMs)
   }
 
   /// The bound port (useful with port 0).
@@ -76,11 +73,13 @@ public final class RelayServer {
 
   // MARK: Time
 
-  /// The instant of an input: loop time (monotonic) plus a fixed wall offset, so
-  /// `ts` stays consistent with ordering within a process.
+  /// The instant of an input: the loop's monotonic time orders deadlines; the wall
+  /// clock is read fresh (a vDSO call) so `ts`, `sentAt` and JWT checks agree with
+  /// the clients' clocks to the millisecond. The core keeps `raisedAt` monotonic
+  /// itself should the wall clock step back.
   var now: Instant {
     let mono = Int64(loop.nowMs)
-    return Instant(monoMs: mono, wallMs: mono + wallOffsetMs)
+    return Instant(monoMs: mono, wallMs: Loop.wallClockMs())
   }
 
   // MARK: Accept and read
