@@ -5,29 +5,6 @@ import RelayProtocol
 
 @testable import RelayCore
 
-/// SplitMix64: small, seedable, good enough to drive schedules.
-struct SimRandom {
-  var state: UInt64
-  /// Neighbouring seeds must not give shifted copies of one stream: start from the
-  /// mixed seed, not the seed itself.
-  init(seed: UInt64) {
-    state = seed
-    state = next()
-  }
-
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-
-  /// Uniform in 0..<n.
-  mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-  mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
-  mutating func pick<T>(_ values: [T]) -> T? { values.isEmpty ? nil : values[below(values.count)] }
-}
 
 /// A session as one member's messages describe it.
 struct SessionModel: Equatable {

@@ -10,7 +10,7 @@ final class SimWorld {
   static let sessionIds = ["s0", "s1", "s2"]
 
   let seed: UInt64
-  var rng: SimRandom
+  var rng: SeededRandom
   let config: CoreConfig
   let core: RelayCore
   var now = Instant(monoMs: 1_000, wallMs: 1_700_000_000_000)
@@ -27,7 +27,7 @@ final class SimWorld {
 
   init(seed: UInt64) {
     self.seed = seed
-    rng = SimRandom(seed: seed)
+    rng = SeededRandom(seed: seed)
     var config = CoreConfig(devMode: true, serverVersion: "sim")
     config.heartbeatIntervalMs = 1_000
     config.heartbeatTimeoutMs = 3_000

@@ -13,18 +13,6 @@ import Testing
 
 @testable import RelayCore
 
-/// SplitMix64: tiny, seeded, reproducible.
-struct SplitMix64 {
-  var state: UInt64
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-  mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
 
 /// What one client has seen, per session: the last seq, and the last raisedAt.
 final class ClientModel {
@@ -35,13 +23,13 @@ final class ClientModel {
 
 final class Simulation {
   let h = Harness { $0.maxParticipants = 5 }
-  var rng: SplitMix64
+  var rng: SeededRandom
   var clients: [UInt64: ClientModel] = [:]
   var nextConnection: UInt64 = 1
   var violations: [String] = []
   let sessionIds = ["s1", "s2", "s3"]
 
-  init(seed: UInt64) { rng = SplitMix64(state: seed) }
+  init(seed: UInt64) { rng = SeededRandom(state: seed) }
 
   func run(steps: Int) {
     for _ in 0..<steps {

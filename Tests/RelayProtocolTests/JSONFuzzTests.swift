@@ -4,26 +4,15 @@ import Testing
 
 @testable import RelayProtocol
 
-struct TestRNG {
-  var state: UInt64
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-  mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
 
-func randomString(_ rng: inout TestRNG) -> String {
+func randomString(_ rng: inout SeededRandom) -> String {
   let pool: [Unicode.Scalar] = ["a", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "\u{0}", "\u{1F}", "é", "中", "😀", "\u{2028}", "\u{FFFF}"]
   var s = ""
   for _ in 0..<rng.below(12) { s.unicodeScalars.append(pool[rng.below(pool.count)]) }
   return s
 }
 
-func randomValue(_ rng: inout TestRNG, depth: Int = 0) -> JSONValue {
+func randomValue(_ rng: inout SeededRandom, depth: Int = 0) -> JSONValue {
   switch rng.below(depth > 4 ? 4 : 6) {
   case 0: return .null
   case 1: return .bool(rng.below(2) == 0)
@@ -41,7 +30,7 @@ func randomValue(_ rng: inout TestRNG, depth: Int = 0) -> JSONValue {
 
 @Suite struct JSONFuzzTests {
   @Test func randomValuesRoundTrip() throws {
-    var rng = TestRNG(state: 99)
+    var rng = SeededRandom(state: 99)
     for _ in 0..<2_000 {
       let value = randomValue(&rng)
       let encoded = value.encoded()
@@ -50,7 +39,7 @@ func randomValue(_ rng: inout TestRNG, depth: Int = 0) -> JSONValue {
   }
 
   @Test func mutatedMessagesNeverTrap() {
-    var rng = TestRNG(state: 7)
+    var rng = SeededRandom(state: 7)
     let seeds = [
       #"{"type":"hello","id":"1","dev":{"uid":"a","name":"A"},"resume":{"token":"t","sessions":{"s":3}}}"#,
       #"{"type":"message.send","session":"s","data":{"a":[1,2.5e3,"\u00e9\ud83d\ude00",null,true]}}"#,
@@ -78,7 +67,7 @@ func randomValue(_ rng: inout TestRNG, depth: Int = 0) -> JSONValue {
   }
 
   @Test func randomBytesNeverTrap() {
-    var rng = TestRNG(state: 3)
+    var rng = SeededRandom(state: 3)
     for _ in 0..<5_000 {
       let bytes = (0..<rng.below(40)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
       _ = try? JSONParser.parse(bytes)

@@ -55,7 +55,7 @@ func hex(_ bytes: [UInt8]) -> String {
   bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
 }
 
-/// SplitMix64: deterministic, seeded; never the system RNG.
+/// SeededRandom: deterministic, seeded; never the system RNG.
 struct SeededGenerator: RandomNumberGenerator {
   var state: UInt64
   init(seed: UInt64) { state = seed }
