@@ -23,6 +23,9 @@ public final class TCPListener: HandleOwner {
       let address = try makeSocketAddress(host: host, port: port)
       let result = withSocketAddressPointer(address) { uv_tcp_bind(tcp, $0, 0) }
       guard result == 0 else { throw LoopError(code: result) }
+      // libuv defers bind(2) failures such as EADDRINUSE to uv_listen (the stream's
+      // delayed error); surface them here, where the address is known.
+      guard tcp.pointee.delayed_error == 0 else { throw LoopError(code: tcp.pointee.delayed_error) }
       guard let bound = socketAddress(of: tcp, peer: false), let (_, boundPort) = describeSocketAddress(bound)
       else { throw LoopError.invalidArgument }
       self.port = boundPort

@@ -50,8 +50,14 @@ public final class RelayServer {
     // Each connection is a descriptor: take the whole hard limit, not the soft default.
     let files = Loop.raiseOpenFileLimit(to: 1 << 20)
     logger.debug("open file limit", metadata: ["limit": "\(files)"])
-    let l = try TCPListener(loop: loop, host: config.host, port: config.port)
-    try l.listen { [unowned self] tcp in self.accept(tcp) }
+    let l: TCPListener
+    do {
+      l = try TCPListener(loop: loop, host: config.host, port: config.port)
+      try l.listen { [unowned self] tcp in self.accept(tcp) }
+    } catch {
+      loop.close()  // nothing else was created yet; every handle is closed before the loop goes
+      throw error
+    }
     listener = l
     boundPort = l.port
     webhookClient = makeWebhookClient()

@@ -264,3 +264,10 @@ async def test_metrics_expose_counters(relay):
                  "relay_bytes_out_total", "relay_command_duration_seconds"):
         assert name in text, name
     assert 'relay_commands_total{type="message.send"} 1' in text
+
+
+def test_port_in_use_is_a_clear_error_not_a_crash(relay):
+    proc = subprocess.run([relay_binary(), "serve", "--listen", f"127.0.0.1:{relay.port}"], capture_output=True, timeout=20)
+    assert proc.returncode == 1
+    assert b"EADDRINUSE" in proc.stdout + proc.stderr
+    assert b"crashed" not in proc.stdout + proc.stderr
