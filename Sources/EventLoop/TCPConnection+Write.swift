@@ -17,7 +17,9 @@ extension TCPConnection {
   /// reader that keeps up is never mistaken for a slow one, whatever the frame size.
   ///
   /// Returns false when the connection is closing or shutting down (nothing queued),
-  /// or when the queue is still over the cap after that attempt: the buffer then
+  /// or when the queue is still over the cap after that attempt and something
+  /// queued ahead of this buffer is still waiting (a lone frame larger than the cap
+  /// is let through once everything before it has gone): the buffer then
   /// stays queued, so frame boundaries are intact, and the caller treats the peer as
   /// a slow consumer (`discardUnsent()`, then a close).
   @discardableResult
@@ -31,7 +33,10 @@ extension TCPConnection {
       return true
     }
     flushPending()
-    return state == .open && queuedByteCount <= outboundByteLimit
+    // Over the cap only because of this one buffer, with everything ahead of it gone
+    // to the kernel: a lone frame larger than the cap to a reader that keeps up (an
+    // echo of a large message). The next write finds out whether the reader drains.
+    return state == .open && (queuedByteCount <= outboundByteLimit || queuedByteCount <= buffer.count)
   }
 
   /// Copies `bytes` into a new `OutboundBuffer` and queues it; see `write(_: OutboundBuffer)`.

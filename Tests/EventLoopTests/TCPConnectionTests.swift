@@ -462,3 +462,27 @@ struct TCPConnectionTests {
     #expect(address.hasPrefix("[::1]:"))
   }
 }
+
+@Suite("Outbound cap and large frames")
+struct LargeFrameCapTests {
+  @Test("a lone frame larger than the cap is accepted when nothing is queued ahead of it")
+  func loneOversizeFrameIsAccepted() {
+    let fixture = LoopFixture(timeoutMs: 10_000)
+    var accepted = false
+    var secondRefused = false
+    fixture.connectedPair { server, client in
+      client.stopReading()
+      server.maxOutboundBytes = 64 * 1024
+      // Far more than the kernel takes at once from a socket whose peer is not reading.
+      let big = OutboundBuffer(bytes: patternBytes(count: 32 << 20))
+      accepted = server.write(big)
+      // Something is now queued ahead, so another write over the cap is refused.
+      secondRefused = !server.write(OutboundBuffer(bytes: patternBytes(count: 1024)))
+      server.close()
+      client.close()
+    }
+    fixture.runAndClose()
+    #expect(accepted)
+    #expect(secondRefused)
+  }
+}
