@@ -1,4 +1,5 @@
 #include "relay_shims.h"
+#include <malloc.h>
 
 int relay_ssl_ctx_set_min_proto_version(SSL_CTX *ctx, int version) {
   return (int)SSL_CTX_set_min_proto_version(ctx, version);
@@ -14,4 +15,10 @@ size_t relay_bio_pending(BIO *bio) {
 
 void relay_openssl_free(void *pointer) {
   OPENSSL_free(pointer);
+}
+
+void relay_heap_usage(size_t *in_use, size_t *free_held) {
+  struct mallinfo2 info = mallinfo2();
+  *in_use = info.uordblks;
+  *free_held = info.fordblks;
 }

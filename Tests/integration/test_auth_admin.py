@@ -261,7 +261,7 @@ async def test_metrics_expose_counters(relay):
     assert status == 200
     for name in ("relay_connections_open", "relay_sessions", "relay_participants", "relay_commands_total",
                  "relay_events_total", "relay_fanout_deliveries_total", "relay_bytes_in_total",
-                 "relay_bytes_out_total", "relay_command_duration_seconds"):
+                 "relay_bytes_out_total", "relay_command_duration_seconds", "relay_heap_in_use_bytes"):
         assert name in text, name
     assert 'relay_commands_total{type="message.send"} 1' in text
 

@@ -25,4 +25,8 @@ size_t relay_bio_pending(BIO *bio);
 /* OPENSSL_free is a macro over CRYPTO_free carrying __FILE__ and __LINE__. */
 void relay_openssl_free(void *pointer);
 
+/* glibc's mallinfo2 (malloc.h is not in Swift's Glibc module): heap bytes in use
+   and held free by the allocator, for /metrics. */
+void relay_heap_usage(size_t *in_use, size_t *free_held);
+
 #endif
