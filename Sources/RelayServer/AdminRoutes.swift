@@ -10,7 +10,7 @@ extension RelayServer {
     case ("POST", 2) where parts[1] == "sessions":
       let id = core.createSession(at: now)
       applyEffects()
-      respondJSON(conn, status: 201, object([("sessionId", .string(id))]))
+      respondJSON(conn, status: 200, object([("sessionId", .string(id))]))
     case ("GET", 3) where parts[1] == "sessions":
       guard let info = core.sessionInfo(parts[2]) else { return respondError(conn, 404, "not_found", "unknown session") }
       respondJSON(conn, status: 200, info)
