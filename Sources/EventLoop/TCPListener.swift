@@ -94,13 +94,21 @@ public enum TCPConnector {
   /// Connects to `host` (an IPv4 or IPv6 literal) and `port`. `completion` runs once:
   /// with the connection (`TCP_NODELAY` set, not yet reading), or with the error after
   /// the half-made handle was closed. An invalid address fails synchronously, inside
-  /// this call; connection errors arrive from the loop.
+  /// this call; connection errors arrive from the loop. `source`, an IP literal of
+  /// this host, is the local address to leave from (the port is still the kernel's).
   public static func connect(
-    loop: Loop, host: String, port: Int, completion: @escaping (Result<TCPConnection, LoopError>) -> Void
+    loop: Loop, host: String, port: Int, source: String? = nil,
+    completion: @escaping (Result<TCPConnection, LoopError>) -> Void
   ) {
     let address: sockaddr_storage
     do { address = try makeSocketAddress(host: host, port: port) } catch { return completion(.failure(error)) }
     let connection = TCPConnection(loop: loop)
+    if let source {
+      do { try bindSource(connection.tcp, host: source) } catch {
+        connection.close()
+        return completion(.failure(error))
+      }
+    }
     let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
     // Unretained: libuv's +1 on the handle outlives this request (cancelled first on close).
     request.pointee.data = Unmanaged.passUnretained(connection).toOpaque()

@@ -111,8 +111,8 @@ final class Bot {
     c.onText = { [unowned self] bytes in self.received(bytes) }
     c.onEnd = { [unowned self] end in self.ended(end) }
     switch ctx.options.wire {
-    case .relay: c.open(url: ctx.options.url, path: ctx.options.url.path, subprotocol: "relay.v1")
-    case .broadcast: c.open(url: ctx.options.url, path: "/" + session, subprotocol: nil)
+    case .relay: c.open(url: ctx.options.url, path: ctx.options.url.path, subprotocol: "relay.v1", source: index)
+    case .broadcast: c.open(url: ctx.options.url, path: "/" + session, subprotocol: nil, source: index)
     }
   }
 

@@ -39,11 +39,12 @@ final class BotConnection {
     ws = WebSocketConnection(role: .client, maxMessageBytes: maxMessageBytes, maskSeed: seed)
   }
 
-  func open(url: WebSocketURL, path: String, subprotocol: String?) {
+  func open(url: WebSocketURL, path: String, subprotocol: String?, source index: Int) {
     let hs = ClientHandshake(host: url.host, port: url.port, path: path, subprotocol: subprotocol)
     handshake = hs
     stats.connectsStarted += 1
-    TCPConnector.connect(loop: loop, host: url.host, port: url.port) { [weak self] result in
+    TCPConnector.connect(loop: loop, host: url.host, port: url.port, source: url.source(forBot: index)) {
+      [weak self] result in
       guard let self else {
         if case .success(let c) = result { c.close() }
         return

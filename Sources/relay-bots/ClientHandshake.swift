@@ -28,6 +28,13 @@ struct WebSocketURL {
     if host == "localhost" { host = "127.0.0.1" }
     guard !host.isEmpty else { return nil }
   }
+
+  /// The local address bot `index` connects from: against 127.0.0.1, one of eight
+  /// loopback addresses in turn, so 20 000 bots never crowd one source address's
+  /// ephemeral ports (see EventLoop's SourceAddress.swift); otherwise the kernel's choice.
+  func source(forBot index: Int) -> String? {
+    host == "127.0.0.1" ? "127.0.0.\(1 + index % 8)" : nil
+  }
 }
 
 /// One pending opening handshake: the request bytes, and a buffer for the

@@ -43,7 +43,9 @@ final class LoopFixture {
 
   /// Listens on 127.0.0.1 (ephemeral port), connects one client, and calls `body` with
   /// both ends once both are established; the listener is closed by then.
-  func connectedPair(_ body: @escaping (_ server: TCPConnection, _ client: TCPConnection) -> Void) {
+  func connectedPair(
+    source: String? = nil, _ body: @escaping (_ server: TCPConnection, _ client: TCPConnection) -> Void
+  ) {
     let listener = try! TCPListener(loop: loop, host: "127.0.0.1", port: 0)
     var server: TCPConnection?
     var client: TCPConnection?
@@ -56,7 +58,7 @@ final class LoopFixture {
       server = accepted
       completeIfReady()
     }
-    TCPConnector.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
+    TCPConnector.connect(loop: loop, host: "127.0.0.1", port: listener.port, source: source) { result in
       guard case .success(let connection) = result else {
         Issue.record("connect failed: \(result)")
         return listener.close()

@@ -3,6 +3,30 @@ import Testing
 
 @Suite("TCP connections over loopback")
 struct TCPConnectionTests {
+  @Test("a connector given a source address leaves from it (load-test bots spread over 127/8)")
+  func sourceAddress() {
+    let fixture = LoopFixture()
+    var seen = ""
+    fixture.connectedPair(source: "127.0.0.3") { server, client in
+      seen = server.remoteAddress
+      server.close()
+      client.close()
+    }
+    fixture.runAndClose()
+    #expect(seen.hasPrefix("127.0.0.3:"))
+  }
+
+  @Test("a source address this host does not have fails the connect, inside the call")
+  func foreignSourceAddress() {
+    let fixture = LoopFixture()
+    var failure: LoopError?
+    TCPConnector.connect(loop: fixture.loop, host: "127.0.0.1", port: 9, source: "192.0.2.1") { result in
+      if case .failure(let error) = result { failure = error }
+    }
+    #expect(failure != nil)
+    fixture.runAndClose()
+  }
+
   @Test("listener and connector round trip, then peer EOF")
   func roundTrip() {
     let fixture = LoopFixture()
