@@ -35,13 +35,15 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ping-interval", type=int, default=0,
+                        help="ms between the library's own heartbeat pings (0: none)")
     args = parser.parse_args()
     stop = asyncio.get_running_loop().create_future()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set_result, None)
     # No per-message compression, large queues: measure the broadcast, not the defaults.
     async with serve(handler, args.host, args.port, compression=None, max_size=1 << 20,
-                     ping_interval=None, max_queue=None):
+                     ping_interval=args.ping_interval / 1000 or None, max_queue=None):
         print(f"listening on ws://{args.host}:{args.port}", flush=True)
         await stop
 
