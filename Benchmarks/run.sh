@@ -65,8 +65,8 @@ start_server() {
   shift 3
   case "$target" in
     relay) taskset -c "$SERVER_CPU" "$BIN/relay" serve --listen "127.0.0.1:$port" --log-level warning "$@" >"$log" 2>&1 & ;;
-    node) taskset -c "$SERVER_CPU" node Benchmarks/peers/node-ws-broadcast.js --port "$port" >"$log" 2>&1 & ;;
-    python) taskset -c "$SERVER_CPU" python3 Benchmarks/peers/python-websockets-broadcast.py --port "$port" >"$log" 2>&1 & ;;
+    node) taskset -c "$SERVER_CPU" node Benchmarks/peers/node-ws-broadcast.js --port "$port" "$@" >"$log" 2>&1 & ;;
+    python) taskset -c "$SERVER_CPU" python3 Benchmarks/peers/python-websockets-broadcast.py --port "$port" "$@" >"$log" 2>&1 & ;;
   esac
   SERVER_PID=$!
   wait_port "$port"
@@ -78,6 +78,8 @@ stop_server() {
 }
 
 cpu_us() { awk -v t="$CLK_TCK" '{ printf "%d", ($14 + $15) * 1000000 / t }' "/proc/$1/stat"; }
+# Kernel-mode share alone (stime): heartbeats are mostly the kernel's loopback send.
+sys_us() { awk -v t="$CLK_TCK" '{ printf "%d", $15 * 1000000 / t }' "/proc/$1/stat"; }
 # Summed CPU of the bot processes (relay-bots is the client; if it is near
 # 100 % of its core, the client, not the server, limited the figure).
 bots_cpu_us() {
@@ -86,6 +88,9 @@ bots_cpu_us() {
   echo "$total"
 }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# Anonymous resident memory: heap and stacks, without the shared library and
+# binary pages that RSS also counts (those are paged in once, not per connection).
+anon_kb() { awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"; }
 now_us() { echo $(($(date +%s%N) / 1000)); }
 
 # wait_line FILE PATTERN TIMEOUT_S: polls a bots log for a phase line.
@@ -110,20 +115,23 @@ measure() {
     pids+=($!)
   done
   for ((k = 0; k < shards; k++)); do wait_line "$RAW/$name.$k.err" "running for" 120 || echo "  $name: shard $k never started its run" >&2; done
-  local cpu0 t0 cpu1 t1 rss bots0 bots1
+  local cpu0 t0 cpu1 t1 rss anon bots0 bots1 sys0 sys1
   cpu0=$(cpu_us "$SERVER_PID")
+  sys0=$(sys_us "$SERVER_PID")
   bots0=$(bots_cpu_us "${pids[@]}")
   t0=$(now_us)
   wait_line "$RAW/$name.0.err" "run over" 600 || true
   cpu1=$(cpu_us "$SERVER_PID")
+  sys1=$(sys_us "$SERVER_PID")
   bots1=$(bots_cpu_us "${pids[@]}")
   t1=$(now_us)
   rss=$(rss_kb "$SERVER_PID")
+  anon=$(anon_kb "$SERVER_PID")
   local rc=0
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  python3 - "$RECORDS" "$name" "$target" "$scenario" "$shards" "$((cpu1 - cpu0))" "$((t1 - t0))" "$rss" "$rc" "$RAW" "$((bots1 - bots0))" <<'EOF'
+  python3 - "$RECORDS" "$name" "$target" "$scenario" "$shards" "$((cpu1 - cpu0))" "$((t1 - t0))" "$rss" "$rc" "$RAW" "$((bots1 - bots0))" "$anon" "$((sys1 - sys0))" <<'EOF'
 import json, sys
-records, name, target, scenario, shards, cpu_us, wall_us, rss, rc, raw, bots_cpu_us = sys.argv[1:]
+records, name, target, scenario, shards, cpu_us, wall_us, rss, rc, raw, bots_cpu_us, anon, sys_us = sys.argv[1:]
 reports = [json.load(open(f"{raw}/{name}.{k}.json")) for k in range(int(shards))]
 deliv = sum(r["deliveriesReceived"] for r in reports)
 dur_s = max(r["durationMs"] for r in reports) / 1000
@@ -135,7 +143,8 @@ rec = dict(name=name, target=target, scenario=scenario, rc=int(rc),
            cpuUs=int(cpu_us), wallUs=int(wall_us), cpuPct=100 * int(cpu_us) / max(1, int(wall_us)),
            botsCpuPct=100 * int(bots_cpu_us) / max(1, int(wall_us)),
            cpuUsPer1000=1000 * int(cpu_us) / deliv if deliv else None,
-           rssKb=int(rss), p50=lat["p50"], p99=lat["p99"], p999=lat["p999"],
+           sysPct=100 * int(sys_us) / max(1, int(wall_us)),
+           rssKb=int(rss), anonKb=int(anon), p50=lat["p50"], p99=lat["p99"], p999=lat["p999"],
            handP50=hand["p50"], handP99=hand["p99"], handP999=hand["p999"], handCount=hand["count"],
            handCommands=sum(r["handCommands"] for r in reports),
            calls=sum(r["callsStarted"] for r in reports),
@@ -159,7 +168,7 @@ bench() {
     port=$(free_port)
     start_server "$target" "$port" "$RAW/$scenario.$target.$r.server.log" "${relay_flags[@]}"
     baseline=$(rss_kb "$SERVER_PID")
-    echo "{\"name\":\"$scenario.$target.$r\",\"baselineRssKb\":$baseline}" >>"$RAW/baselines.jsonl"
+    echo "{\"name\":\"$scenario.$target.$r\",\"baselineRssKb\":$baseline,\"baselineAnonKb\":$(anon_kb "$SERVER_PID")}" >>"$RAW/baselines.jsonl"
     measure "$scenario.$target.$r" "$target" "$scenario" "$shards" "$port" "$@"
     stop_server
   done
@@ -171,9 +180,11 @@ python3 - "$1" "$ROOT/Benchmarks/results/latest.md" "$RUNS" <<'EOF'
 import json, statistics, subprocess, sys, datetime, os
 raw, out, runs = sys.argv[1], sys.argv[2], sys.argv[3]
 recs = [json.loads(l) for l in open(f"{raw}/records.jsonl")]
-base = {}
+base, base_anon = {}, {}
 if os.path.exists(f"{raw}/baselines.jsonl"):
-    base = {j["name"]: j["baselineRssKb"] for j in map(json.loads, open(f"{raw}/baselines.jsonl"))}
+    bases = [json.loads(l) for l in open(f"{raw}/baselines.jsonl")]
+    base = {j["name"]: j["baselineRssKb"] for j in bases}
+    base_anon = {j["name"]: j.get("baselineAnonKb", 0) for j in bases}
 def sh(cmd):
     try: return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
     except Exception: return "?"
@@ -221,14 +232,23 @@ if any(r["scenario"].startswith("rate-") for r in recs):
                      f"{f(med(rs,'cpuPct'),1)} | {f(med(rs,'cpuUsPer1000'),1)} | {f(med(rs,'botsCpuPct'))} | {fails(rs)} |")
     L += [""]
 if any(r["scenario"].startswith("idle-") for r in recs):
-    L += ["## 3. Idle joined connections with heartbeats (Relay, 30 s)", "",
-          "| connections | server RSS MB | RSS per connection KB | server CPU % | check failures |", "|---:|---:|---:|---:|---:|"]
+    L += ["## 3. Idle joined connections with heartbeats (30 s, ping every 10 000 ms)", "",
+          "| server | connections | RSS MB | RSS / connections KiB | ΔRSS / connection KiB | ΔRssAnon / connection KiB | CPU % | of which kernel % | check failures |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in ("idle-5000", "idle-19900"):
-        rs = group(s, "relay")
-        if rs:
+        for t, label in (("relay", "Relay"), ("node", "Node ws, ping every 10 s"), ("python", "Python websockets, ping every 10 s")):
+            rs = group(s, t)
+            if not rs:
+                continue
+            total = [r["rssKb"] / r["bots"] for r in rs]
             per = [(r["rssKb"] - base.get(r["name"], 0)) / r["bots"] for r in rs]
-            L.append(f"| {rs[0]['bots']:,} | {f(med(rs,'rssKb')/1024,1)} | {f(statistics.median(per),2)} | {f(med(rs,'cpuPct'),2)} | {fails(rs)} |")
-    L += ["", "RSS per connection = (RSS with the bots joined − RSS right after start) / connections.", ""]
+            anon = [(r.get("anonKb", 0) - base_anon.get(r["name"], 0)) / r["bots"] for r in rs]
+            L.append(f"| {label} | {rs[0]['bots']:,} | {f(med(rs,'rssKb')/1024,1)} | {f(statistics.median(total),2)} | "
+                     f"{f(statistics.median(per),2)} | {f(statistics.median(anon),2)} | {f(med(rs,'cpuPct'),2)} | {f(med(rs,'sysPct'),2)} | {fails(rs)} |")
+    L += ["", "RSS / connections = RSS with the bots joined ÷ connections (fixed costs included). "
+          "ΔRSS = RSS with the bots joined − RSS right after start: it also counts library and binary pages the run "
+          "first touches (file-backed, shared, paid once). ΔRssAnon counts anonymous memory only (heap, stacks): "
+          "what each further connection costs. Kernel % = stime: the ping writes and pong reads themselves.", ""]
 if any(r["scenario"] in ("hand-storm", "ring-storm") for r in recs):
     L += ["## 4. Storms (Relay)", ""]
     rs = group("hand-storm", "relay")
@@ -274,13 +294,12 @@ for c in "${CONFIGS[@]}"; do
     idle)
       echo "== idle connections with heartbeats (30 s)" >&2
       bench relay idle-5000 1 -- --quiet
-      # Past ~14 000 connections to one loopback address connect() slows down
-      # (Linux hands out the other half of the ephemeral range only slowly),
-      # so the ramp of 19 900 takes longer than its rate suggests; widening
-      # net.ipv4.ip_local_port_range (e.g. 1024 65535) avoids it. The measured
-      # 30 s window starts only once every bot has joined.
-      echo "   (ephemeral ports: $(tr '\t' '-' </proc/sys/net/ipv4/ip_local_port_range))" >&2
+      # The measured 30 s window starts only once every bot has joined. The
+      # bots leave from eight loopback source addresses, so Linux's connect()
+      # port search stays short past 14 000 connections.
       bench relay idle-19900 2 -- --quiet
+      # The same idle sockets and the same ping rate on Node's ws, for scale.
+      bench node idle-19900 2 --ping-interval 10000 -- --quiet
       ;;
     storm)
       echo "== raise-hand storm (1 000 members) and ringing storm" >&2
