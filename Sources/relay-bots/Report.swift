@@ -71,8 +71,8 @@ struct Report {
       ("errors received", "\(s.errorsReceived)"),
     ]
     for c in CheckName.allCases {
-      let checked = ctx.checker.checked[c] ?? 0
-      let failed = ctx.checker.failures[c] ?? 0
+      let checked = ctx.checker.checked(c)
+      let failed = ctx.checker.failures(c)
       rows.append(("check \(c.rawValue)", failed == 0 ? "ok (\(checked))" : "FAILED \(failed) of \(checked)"))
     }
     let width = rows.map(\.0.count).max() ?? 0
