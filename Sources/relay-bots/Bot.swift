@@ -62,6 +62,7 @@ final class Bot {
   /// Copies of run options read on every delivery.
   let wire: WireProtocol
   let traced: Bool
+  let fault: Fault?
 
   @exclusivity(unchecked) var phase = Phase.offline
   var conn: BotConnection?
@@ -108,6 +109,7 @@ final class Bot {
     checker = ctx.checker
     wire = ctx.options.wire
     traced = ctx.options.traceUid == uid
+    fault = ctx.options.fault
     view = SessionView(session: session)
     ledger = ctx.ledger(for: session)
     uidBytes = Array(uid.utf8)
@@ -250,7 +252,12 @@ final class Bot {
     ctx.sawEvent()
     if traced { log("<- \(uid): " + String(decoding: bytes, as: UTF8.self)) }
     guard phase != .silent else { return }
-    if let m = messageLayout.match(bytes) ?? EventScan.scan(bytes), fastPath(m, bytes, at: receivedNs) { return }
+    if let m = messageLayout.match(bytes) {
+      if fastPath(m, bytes, at: receivedNs) { return }
+    } else if let m = EventScan.scan(bytes) {
+      if m.kind == .message || (wire == .broadcast && m.kind == nil) { stats.messageLayoutMisses += 1 }
+      if fastPath(m, bytes, at: receivedNs) { return }
+    }
     let ev: Json
     do { ev = try JsonParser.parse(Array(bytes)) } catch {
       ctx.checker.fail(.connection, "\(uid): unparsable message: \(error)")
@@ -266,6 +273,19 @@ final class Bot {
   /// false hands the bytes to the full parser (replies, personal events,
   /// anything for another session).
   private func fastPath(_ m: EventScan, _ b: UnsafeRawBufferPointer, at receivedNs: UInt64) -> Bool {
+    if let fault, m.kind == .message || (wire == .broadcast && m.kind == nil) {
+      ctx.faultCounter += 1
+      if ctx.faultCounter % fault.every == 0 {
+        switch fault.kind {
+        case .dropMessage: return true
+        case .duplicateMessage: _ = checkedDelivery(m, b, at: receivedNs)
+        }
+      }
+    }
+    return checkedDelivery(m, b, at: receivedNs)
+  }
+
+  private func checkedDelivery(_ m: EventScan, _ b: UnsafeRawBufferPointer, at receivedNs: UInt64) -> Bool {
     switch wire {
     case .broadcast:
       guard m.kind == nil, let from = m.from else { return false }

@@ -83,6 +83,7 @@ final class BotConnection {
   }
 
   private func received(_ bytes: UnsafeRawBufferPointer) {
+    stats.reads += 1
     guard !ended else { return }
     guard handshake != nil else { feed(bytes); return }
     switch handshake!.receive(bytes) {

@@ -46,6 +46,7 @@ final class Stats {
   var connectFailures = 0
   var commandsSent = 0
   @exclusivity(unchecked) var framesReceived = 0
+  @exclusivity(unchecked) var reads = 0  // socket reads that delivered bytes
   @exclusivity(unchecked) var eventsReceived = 0
   var messagesSent = 0
   var messagesAcked = 0
@@ -58,6 +59,8 @@ final class Stats {
   var callsStarted = 0
   var behaviourSkips = 0
   var pingsReceived = 0
+  /// Message events the fast layout did not match (still checked, slower).
+  var messageLayoutMisses = 0
   @exclusivity(unchecked) var delivery = LatencyHistogram()  // command send → each member's receipt
   var reply = LatencyHistogram()  // command send → its ok/error/welcome
   var handDelivery = LatencyHistogram()  // hand command → each member's hand event
