@@ -49,29 +49,43 @@ final class Bot {
   let name: String
   let isHost: Bool
   let session: String
-  unowned let ctx: RunContext
-  /// The engine, for room-level bookkeeping (publishers, broadcast rooms).
+  // Strong: the context holds no bot, so there is no cycle, and a strong
+  // `let` is read without reference counting. An `unowned` reference cost
+  // an atomic retain/release pair per access, several per delivery.
+  let ctx: RunContext
+  /// The engine, for room-level bookkeeping (publishers, broadcast rooms);
+  /// unowned because the engine holds the bots.
   unowned let engine: Engine
+  /// The context's counters and checks, held directly for the same reason.
+  let stats: Stats
+  let checker: Checker
+  /// Copies of run options read on every delivery.
+  let wire: WireProtocol
+  let traced: Bool
+  let fault: Fault?
 
-  var phase = Phase.offline
+  @exclusivity(unchecked) var phase = Phase.offline
   var conn: BotConnection?
   var resumeToken: String?
   /// Set while a reconnect carries `resume`; `expectResumed` when within grace.
-  var resuming = false
+  @exclusivity(unchecked) var resuming = false
   var expectResumed = false
   /// A rejoin is due after a leave, or the bot left on purpose.
   var leftOnPurpose = false
-  var view: SessionView
+  // Unchecked exclusivity (see `Stats`): updated on every delivered event;
+  // SessionView's methods touch only the view and the checker.
+  @exclusivity(unchecked) var view: SessionView
   let ledger: MessageLedger
   /// UTF-8 of uid and session, compared against scanned bytes on the hot path.
   let uidBytes: [UInt8]
   let sessionBytes: [UInt8]
+  let messageLayout: MessageLayout
   var pending: [Int: Pending] = [:]
   var nextCommandId = 0
   var recentHandMs: [UInt64] = []
   var recentMessageMs: [UInt64] = []
   var recentCallMs: [UInt64] = []
-  var isPublisher = false
+  @exclusivity(unchecked) var isPublisher = false
   var inflight = 0
   var background = false
   /// A scheduled resume or rejoin is due: the engine picks someone else.
@@ -91,11 +105,19 @@ final class Bot {
     self.session = session
     self.ctx = ctx
     self.engine = engine
+    stats = ctx.stats
+    checker = ctx.checker
+    wire = ctx.options.wire
+    traced = ctx.options.traceUid == uid
+    fault = ctx.options.fault
     view = SessionView(session: session)
     ledger = ctx.ledger(for: session)
     uidBytes = Array(uid.utf8)
     sessionBytes = Array(session.utf8)
+    messageLayout = wire == .relay ? .relay(session: session) : .broadcast()
   }
+
+  deinit { messageLayout.deallocate() }
 
   var isActive: Bool { phase == .ready && !busy && (view.member || ctx.options.wire == .broadcast) }
 
@@ -108,7 +130,11 @@ final class Bot {
     phase = .connecting
     resuming = resume
     c.onOpen = { [unowned self] in self.opened() }
-    c.onText = { [unowned self] bytes in self.received(bytes) }
+    // Unretained: the bot outlives its connections' callbacks (`detach`,
+    // `abandon` and the end of a connection all clear them), and taking a
+    // reference per delivered message was a measurable cost.
+    let me = Unmanaged.passUnretained(self)
+    c.onText = { bytes, at in me._withUnsafeGuaranteedRef { $0.received(bytes, at: at) } }
     c.onEnd = { [unowned self] end in self.ended(end) }
     switch ctx.options.wire {
     case .relay: c.open(url: ctx.options.url, path: ctx.options.url.path, subprotocol: "relay.v1", source: index)
@@ -117,7 +143,7 @@ final class Bot {
   }
 
   private func opened() {
-    switch ctx.options.wire {
+    switch wire {
     case .broadcast:
       phase = .ready
       ctx.stats.ready += 1
@@ -222,17 +248,22 @@ final class Bot {
 
   // MARK: receiving
 
-  private func received(_ bytes: [UInt8]) {
+  private func received(_ bytes: UnsafeRawBufferPointer, at receivedNs: UInt64) {
     ctx.sawEvent()
-    if ctx.options.traceUid == uid { log("<- \(uid): " + String(decoding: bytes, as: UTF8.self)) }
+    if traced { log("<- \(uid): " + String(decoding: bytes, as: UTF8.self)) }
     guard phase != .silent else { return }
-    if let m = EventScan.scan(bytes), fastPath(m, bytes) { return }
+    if let m = messageLayout.match(bytes) {
+      if fastPath(m, bytes, at: receivedNs) { return }
+    } else if let m = EventScan.scan(bytes) {
+      if m.kind == .message || (wire == .broadcast && m.kind == nil) { stats.messageLayoutMisses += 1 }
+      if fastPath(m, bytes, at: receivedNs) { return }
+    }
     let ev: Json
-    do { ev = try JsonParser.parse(bytes) } catch {
+    do { ev = try JsonParser.parse(Array(bytes)) } catch {
       ctx.checker.fail(.connection, "\(uid): unparsable message: \(error)")
       return
     }
-    switch ctx.options.wire {
+    switch wire {
     case .broadcast: receivedBroadcast(ev)
     case .relay: dispatch(ev)
     }
@@ -241,25 +272,40 @@ final class Bot {
   /// Session events and broadcast frames without building a JSON value;
   /// false hands the bytes to the full parser (replies, personal events,
   /// anything for another session).
-  private func fastPath(_ m: EventScan, _ b: [UInt8]) -> Bool {
-    switch ctx.options.wire {
+  private func fastPath(_ m: EventScan, _ b: UnsafeRawBufferPointer, at receivedNs: UInt64) -> Bool {
+    if let fault, m.kind == .message || (wire == .broadcast && m.kind == nil) {
+      ctx.faultCounter += 1
+      if ctx.faultCounter % fault.every == 0 {
+        switch fault.kind {
+        case .dropMessage: return true
+        case .duplicateMessage: _ = checkedDelivery(m, b, at: receivedNs)
+        }
+      }
+    }
+    return checkedDelivery(m, b, at: receivedNs)
+  }
+
+  private func checkedDelivery(_ m: EventScan, _ b: UnsafeRawBufferPointer, at receivedNs: UInt64) -> Bool {
+    switch wire {
     case .broadcast:
       guard m.kind == nil, let from = m.from else { return false }
-      countDelivery(sentNs: m.sentNs, fromMe: b.slice(from, equals: uidBytes))
+      // Only a publisher acts on its own messages coming back.
+      countDelivery(sentNs: m.sentNs, fromMe: isPublisher && b.slice(from, equals: uidBytes), at: receivedNs)
       return true
     case .relay:
       guard let kind = m.kind, kind != .other, let seq = m.seq, let s = m.session,
-        b.slice(s, equals: sessionBytes)
+        m.sessionChecked || b.slice(s, equals: sessionBytes)
       else { return false }
-      guard view.advance(seq: seq, type: kind.rawValue, uid: uid, checker: ctx.checker) else { return true }
+      guard view.advance(seq: seq, type: kind.rawValue, uid: uid, checker: checker) else { return true }
       if kind == .message {
         ledger.seqs.insert(seq)
         view.messagesReceived += 1
-        countDelivery(sentNs: m.sentNs, fromMe: m.from.map { b.slice($0, equals: uidBytes) } ?? false)
+        let fromMe = isPublisher && (m.from.map { b.slice($0, equals: uidBytes) } ?? false)
+        countDelivery(sentNs: m.sentNs, fromMe: fromMe, at: receivedNs)
         return true
       }
-      let subject = m.uid.map { String(decoding: b[$0], as: UTF8.self) } ?? ""
-      view.apply(kind, subject: subject, raisedAt: m.raisedAt, me: uid, checker: ctx.checker)
+      let subject = m.uid.map { b.string($0) } ?? ""
+      view.apply(kind, subject: subject, raisedAt: m.raisedAt, me: uid, checker: checker)
       if kind == .handRaised || kind == .handLowered { timeHandEvent(seq: seq, subject: subject) }
       return true
     }

@@ -23,11 +23,21 @@ final class BotConnection {
   private var handshake: ClientHandshake?
   private var ended = false
   private var upgraded = false
+  /// Inside `ws.receive`: the codec is being mutated, so sends wait in
+  /// `deferred` until it returns (see `feed`).
+  private var receiving = false
+  private var deferred: [Deferred] = []
+
+  private enum Deferred {
+    case text([UInt8])
+    case close(UInt16)
+  }
 
   /// Called once the 101 is verified.
   var onOpen: (() -> Void)?
-  /// One complete text message (the bytes are the caller's to keep).
-  var onText: (([UInt8]) -> Void)?
+  /// One complete text message, borrowed: the bytes are valid only during
+  /// the call. `receivedNs` is when the read that carried it returned.
+  var onText: ((_ bytes: UnsafeRawBufferPointer, _ receivedNs: UInt64) -> Void)?
   /// Called exactly once, unless `abandon()` was called first.
   var onEnd: ((ConnectionEnd) -> Void)?
 
@@ -74,6 +84,7 @@ final class BotConnection {
   }
 
   private func received(_ bytes: UnsafeRawBufferPointer) {
+    stats.reads += 1
     guard !ended else { return }
     guard handshake != nil else { feed(bytes); return }
     switch handshake!.receive(bytes) {
@@ -91,20 +102,51 @@ final class BotConnection {
     }
   }
 
-  /// Codec events are collected first and handled after `receive` returns:
-  /// handling one may send (a publisher's next message), and sending mutates
-  /// the codec, which Swift's exclusivity rules forbid during `receive`.
+  /// Messages are handled while the codec parses, straight from the read
+  /// buffer (no copy, no allocation per message). Handling one may send (a
+  /// publisher's next message), and sending mutates the codec, which Swift's
+  /// exclusivity rules forbid during `receive`: sends made meanwhile are
+  /// queued and go out, in order, once it returns. Other codec events are
+  /// rare (pings, close) and are handled after it returns, in order.
   private func feed(_ bytes: UnsafeRawBufferPointer) {
     var events: [WebSocketEvent] = []
-    ws.receive(bytes) { events.append($0) }
+    // One stamp per read: every frame of it reached us at the same moment,
+    // and a clock read per frame was a measurable share of the bots' CPU.
+    let now = Loop.hrtimeNs()
+    // Read once per read, not per message (each read retains the closure).
+    // Nothing that runs from `onText` replaces it; `ended` and a detach
+    // (which clears it) are still honoured per message.
+    let deliver = onText
+    var frames = 0
+    receiving = true
+    ws.receive(
+      bytes,
+      onMessage: { opcode, payload in
+        frames += 1
+        guard !ended, onText != nil, opcode == .text else { return }
+        deliver?(payload, now)
+      },
+      emit: { events.append($0) })
+    stats.framesReceived += frames
+    receiving = false
     for event in events where !ended { handle(event) }
+    if !deferred.isEmpty { flushDeferred() }
+  }
+
+  private func flushDeferred() {
+    let queued = deferred
+    deferred.removeAll()
+    for d in queued {
+      switch d {
+      case .text(let payload): sendText(payload)
+      case .close(let code): close(code: code)
+      }
+    }
   }
 
   private func handle(_ event: WebSocketEvent) {
     switch event {
-    case .text(let payload):
-      stats.framesReceived += 1
-      onText?(payload)
+    case .text, .binary: break  // delivered through onMessage
     case .write(let out): _ = tcp?.write(out)
     case .ping: stats.pingsReceived += 1
     case .closed(let code, let reason, let byPeer):
@@ -113,19 +155,21 @@ final class BotConnection {
       // TIME_WAIT lands on its side. Closing here would leave one on ours,
       // holding an ephemeral port for 60 s: big runs then starve connect().
       finish(ConnectionEnd(code: code, reason: reason, initiatedByPeer: byPeer))
-    case .binary, .pong: stats.framesReceived += 1
+    case .pong: stats.framesReceived += 1
     }
   }
 
   /// Sends one text message (masked, as RFC 6455 §5.3 requires of clients).
   func sendText(_ payload: [UInt8]) {
     guard upgraded, !ended, let tcp else { return }
+    if receiving { deferred.append(.text(payload)); return }
     _ = tcp.write(ws.encode(.text, payload))
   }
 
   /// Starts the closing handshake; `onEnd` fires when the server answers.
   func close(code: UInt16 = 1000) {
     guard upgraded, !ended, let tcp else { abandon(); return }
+    if receiving { deferred.append(.close(code)); return }
     _ = tcp.write(ws.close(code: code, reason: ""))
   }
 

@@ -122,14 +122,16 @@ extension Bot {
 
   func countDelivery(data: Json?, from: String?) {
     let t = data?["t"]?.double
-    countDelivery(sentNs: t.flatMap { $0 > 0 ? UInt64(exactly: $0.rounded()) : nil }, fromMe: from == uid)
+    countDelivery(
+      sentNs: t.flatMap { $0 > 0 ? UInt64(exactly: $0.rounded()) : nil }, fromMe: from == uid, at: Loop.hrtimeNs())
   }
 
-  func countDelivery(sentNs: UInt64?, fromMe: Bool) {
-    ctx.stats.deliveries += 1
+  /// `receivedNs`: when the read carrying the delivery returned.
+  func countDelivery(sentNs: UInt64?, fromMe: Bool, at receivedNs: UInt64) {
+    stats.deliveries += 1
     // A replay after resume delivers old events late by design: counted,
     // but kept out of the latency histogram (it would measure the outage).
-    if let sentNs, !resuming { ctx.stats.delivery.record(ns: Loop.hrtimeNs() &- sentNs) }
+    if let sentNs, !resuming { stats.delivery.record(ns: receivedNs &- sentNs) }
     if fromMe, isPublisher {
       inflight -= 1
       engine.publisherMayContinue(self)

@@ -60,11 +60,17 @@ struct Run: ParsableCommand {
   @Flag(help: "No live progress line.")
   var quiet = false
 
+  @Option(help: ArgumentHelp(
+    "Test the checks: drop-message:N or duplicate-message:N (every Nth message event received).",
+    visibility: .hidden))
+  var fault: String?
+
   func validate() throws {
     guard WebSocketURL(url) != nil else { throw ValidationError("--url must look like ws://127.0.0.1:8080/v1/ws") }
     guard WireProtocol(rawValue: wire) != nil else { throw ValidationError("--protocol is relay or broadcast") }
     if wire == "relay" && dev == (secret != nil) { throw ValidationError("give exactly one of --dev or --secret") }
     guard parseShard() != nil else { throw ValidationError("--shard must be K/N with 0 ≤ K < N") }
+    if let fault, Fault(fault) == nil { throw ValidationError("--fault is drop-message:N or duplicate-message:N") }
   }
 
   private func parseShard() -> (Int, Int)? {
@@ -85,6 +91,7 @@ struct Run: ParsableCommand {
     options.seed = seed
     options.progress = !quiet
     options.traceUid = trace
+    options.fault = fault.flatMap(Fault.init)
     let failures = try RunCommand.execute(scenario: scenario, options: options, jsonPath: json)
     if failures > 0 { throw ExitCode(1) }
   }

@@ -41,6 +41,9 @@ struct Report {
       ("handQueuesCompared", num(e.handQueuesCompared)),
       ("errorsReceived", num(s.errorsReceived)),
       ("behaviourSkips", num(s.behaviourSkips)),
+      ("messageLayoutMisses", num(s.messageLayoutMisses)),
+      ("reads", num(s.reads)),
+      ("framesReceived", num(s.framesReceived)),
       ("deliveryLatencyUs", s.delivery.summary),
       ("handLatencyUs", s.handDelivery.summary),
       ("replyLatencyUs", s.reply.summary),
@@ -71,8 +74,8 @@ struct Report {
       ("errors received", "\(s.errorsReceived)"),
     ]
     for c in CheckName.allCases {
-      let checked = ctx.checker.checked[c] ?? 0
-      let failed = ctx.checker.failures[c] ?? 0
+      let checked = ctx.checker.checked(c)
+      let failed = ctx.checker.failures(c)
       rows.append(("check \(c.rawValue)", failed == 0 ? "ok (\(checked))" : "FAILED \(failed) of \(checked)"))
     }
     let width = rows.map(\.0.count).max() ?? 0

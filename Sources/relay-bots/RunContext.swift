@@ -1,6 +1,6 @@
 // State shared by every bot of one run: options, counters, checks, ledgers and
 // a seeded random source. One instance, owned by the engine, used only from
-// the loop thread (bots hold it unowned: the engine outlives them).
+// the loop thread (bots hold it strongly: it holds no bot, so no cycle).
 
 import EventLoop
 
@@ -31,6 +31,27 @@ struct RunOptions {
   var maxMessageBytes = 1 << 20
   /// Log every message this bot sends and receives (debugging a check).
   var traceUid: String?
+  /// Test-only fault injection (`--fault`): proves the checks still fail.
+  var fault: Fault?
+}
+
+/// Every `every`th message event a bot receives is discarded before any
+/// check sees it, or handled twice: what a server that lost or repeated a
+/// delivery would look like to the bots.
+struct Fault {
+  enum Kind: String { case dropMessage = "drop-message", duplicateMessage = "duplicate-message" }
+  var kind: Kind
+  var every: Int
+
+  /// `drop-message:N` or `duplicate-message:N`.
+  init?(_ text: String) {
+    let parts = text.split(separator: ":")
+    guard parts.count == 2, let kind = Kind(rawValue: String(parts[0])), let n = Int(parts[1]), n >= 1 else {
+      return nil
+    }
+    self.kind = kind
+    every = n
+  }
 }
 
 /// SplitMix64: small, fast, seedable; runs are reproducible given `--seed`.
@@ -73,7 +94,8 @@ struct SeqBitmap {
 
 /// The message seqs of one session, as observed by any of its members.
 final class MessageLedger {
-  var seqs = SeqBitmap()
+  // Unchecked: see `Stats` (one insert per delivery, never overlapping).
+  @exclusivity(unchecked) var seqs = SeqBitmap()
 }
 
 final class RunContext {
@@ -99,9 +121,11 @@ final class RunContext {
   /// Ringing turned off after the relay answered `unknown_type` to a call command.
   var ringingSupported = true
   var messageCounter: UInt64 = 0
+  /// Message events seen by the fault injector (`RunOptions.fault`).
+  var faultCounter = 0
   /// From `welcome.heartbeat.timeout` (§5): when the relay declares a silent bot lost.
   var heartbeatTimeoutMs = 15_000
-  private(set) var lastEventMs: UInt64 = 0
+  @exclusivity(unchecked) private(set) var lastEventMs: UInt64 = 0
 
   init(loop: Loop, scenario: Scenario, options: RunOptions) {
     self.loop = loop

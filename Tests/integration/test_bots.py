@@ -91,3 +91,68 @@ def test_smoke_against_python_broadcast_peer(python_peer, tmp_path):
     assert_clean(proc, report)
     assert report["protocol"] == "broadcast"
     assert report["deliveryLatencyUs"]["count"] == report["deliveriesReceived"]
+
+
+# The checks must still fail when deliveries go missing or arrive twice:
+# `--fault` makes the bots discard (or handle twice) every Nth message event
+# they receive, before any check sees it, as if the server had lost (or
+# repeated) that delivery. The events go through the same fast path as in a
+# fan-out benchmark run.
+
+def run_with_fault(tmp_path, fault: str, *args: str):
+    proc, report = run_bots(tmp_path, "smoke", "--fault", fault, *args)
+    detail = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert proc.returncode == 1, detail
+    assert report["checkFailures"] > 0, detail
+    return report, detail
+
+
+def test_dropped_delivery_fails_seq_and_delivery_checks(relay_factory, tmp_path):
+    relay = relay_factory()
+    report, detail = run_with_fault(tmp_path, "drop-message:7", "--dev", "--url", relay.ws + "/v1/ws")
+    seq = report["checks"]["seq-continuity"]
+    assert seq["failures"] > 0, detail
+    assert any("gap" in s for s in seq["samples"]), seq["samples"]
+    assert report["checks"]["deliveries"]["failures"] > 0, detail
+    assert report["deliveriesReceived"] < report["deliveriesExpected"], detail
+
+
+def test_duplicated_delivery_fails_seq_and_delivery_checks(relay_factory, tmp_path):
+    relay = relay_factory()
+    report, detail = run_with_fault(tmp_path, "duplicate-message:7", "--dev", "--url", relay.ws + "/v1/ws")
+    seq = report["checks"]["seq-continuity"]
+    assert seq["failures"] > 0, detail
+    assert any("duplicate" in s for s in seq["samples"]), seq["samples"]
+    # A repeated seq is rejected, not counted a second time.
+    assert report["deliveriesReceived"] == report["deliveriesExpected"], detail
+
+
+def test_duplicated_broadcast_delivery_fails_delivery_check(python_peer, tmp_path):
+    report, detail = run_with_fault(
+        tmp_path, "duplicate-message:7", "--protocol", "broadcast", "--url", python_peer)
+    assert report["checks"]["deliveries"]["failures"] > 0, detail
+    assert report["deliveriesReceived"] > report["deliveriesExpected"], detail
+
+
+def test_dropped_broadcast_delivery_fails_delivery_check(python_peer, tmp_path):
+    report, detail = run_with_fault(tmp_path, "drop-message:7", "--protocol", "broadcast", "--url", python_peer)
+    assert report["checks"]["deliveries"]["failures"] > 0, detail
+    assert report["deliveriesReceived"] < report["deliveriesExpected"], detail
+
+
+def test_fanout_message_layout_against_relay(relay_factory, tmp_path):
+    """A short fan-out run: every message event matches the fast layout (a
+    relay that changed its key order would silently halve the bots'
+    capacity), and every delivery is checked and timed."""
+    relay = relay_factory("--message-rate", "1000000")
+    scenario = tmp_path / "fanout-small.json"
+    scenario.write_text(json.dumps({
+        "name": "fanout-small", "durationMs": 1500, "quietMs": 500, "rampPerSecond": 1000,
+        "population": {"sessions": 2, "members": 20, "hosts": 0, "sessionPrefix": "fs"},
+        "payloadBytes": 30,
+        "behaviours": [{"kind": "publish", "publishersPerSession": 1, "inflight": 8}],
+    }))
+    proc, report = run_bots(tmp_path, str(scenario), "--dev", "--url", relay.ws + "/v1/ws")
+    assert_clean(proc, report)
+    assert report["messageLayoutMisses"] == 0, report
+    assert report["deliveryLatencyUs"]["count"] == report["deliveriesReceived"]
