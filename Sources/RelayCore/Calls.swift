@@ -284,7 +284,7 @@ extension RelayCore {
   /// lost connection is dropped (and so closing) the moment it is declared lost, so a
   /// lost user counts as offline here (§5) without a separate check.
   func ringableConnections(of uid: String) -> [ConnectionID] {
-    (users[uid]?.connections ?? []).filter(isReady)
+    users[uid]?.connections.filter(isReady) ?? []
   }
 
   /// The caller's events go to the connection that placed the call; if it is gone

@@ -1,10 +1,16 @@
 // One structure for every timer of every connection, session and call (DESIGN.md,
-// "The hot path": idle connections cost no per-tick work). A binary min-heap keyed by
-// monotonic ms; ties break by scheduling order so firing order is deterministic.
+// "The hot path": idle connections cost no per-tick work). Two lanes share one
+// scheduling counter, so together they fire in exactly (time, scheduling order):
+// - a binary min-heap keyed by monotonic ms for hello, grace, idle and call timers;
+// - a bucket wheel for §5 heartbeat checks, the one timer every connection always has.
+//   Checks are rounded to a quantum (Liveness.swift), so each bucket holds one instant
+//   and is filled in scheduling order: filing is an append, firing a linear scan, with
+//   no O(log n) sift through 20 000 entries and no dictionary lookup (the entry holds
+//   the connection itself).
 
 /// What a deadline is for. Entries are never removed when they become moot; the core
 /// checks on firing whether the state they refer to still wants them ("lazy
-/// cancellation"), which keeps scheduling O(log n) and cancellation free.
+/// cancellation"), which keeps scheduling cheap and cancellation free.
 enum DeadlineKind: Equatable {
   /// §1: `hello` not received within `helloTimeoutMs` of the upgrade.
   case hello(ConnectionID)
@@ -24,14 +30,33 @@ struct Deadline: Equatable {
   }
 }
 
-/// Binary min-heap of deadlines.
+/// Min-heap of deadlines plus the heartbeat wheel.
 struct DeadlineQueue {
   private(set) var heap: [Deadline] = []
   private var nextOrder: UInt64 = 0
+  private var wheel = HeartbeatWheel()
 
-  var isEmpty: Bool { heap.isEmpty }
-  var count: Int { heap.count }
-  var first: Deadline? { heap.first }
+  var isEmpty: Bool { heap.isEmpty && wheel.count == 0 }
+  /// Queued entries of both lanes, moot ones not yet discarded included.
+  var count: Int { heap.count + wheel.count }
+
+  /// The earliest deadline of either lane.
+  var first: Deadline? {
+    if wheelFirst { return wheel.first }
+    return heap.first
+  }
+
+  /// Whether the earliest deadline is the wheel's (compares keys only: no copies).
+  private var wheelFirst: Bool {
+    guard let (atMonoMs, order) = wheel.firstKey else { return false }
+    guard !heap.isEmpty else { return true }
+    let top = heap[0].atMonoMs
+    return atMonoMs != top ? atMonoMs < top : order < heap[0].order
+  }
+
+  private var firstMonoMs: Int64? {
+    wheelFirst ? wheel.firstKey?.atMonoMs : heap.first?.atMonoMs
+  }
 
   mutating func schedule(at monoMs: Int64, _ kind: DeadlineKind) {
     heap.append(Deadline(atMonoMs: monoMs, order: nextOrder, kind: kind))
@@ -39,14 +64,22 @@ struct DeadlineQueue {
     siftUp(heap.count - 1)
   }
 
+  /// Files the §5 heartbeat check of `connection` at `monoMs`, which must be a
+  /// multiple of one fixed quantum (the wheel's buckets are instants).
+  mutating func scheduleHeartbeat(at monoMs: Int64, _ connection: Connection) {
+    wheel.file(at: monoMs, HeartbeatWheel.Entry(connection: connection, order: nextOrder))
+    nextOrder += 1
+  }
+
   /// Removes and returns the earliest deadline if it is due at `nowMonoMs`.
   mutating func popDue(_ nowMonoMs: Int64) -> Deadline? {
-    guard let top = heap.first, top.atMonoMs <= nowMonoMs else { return nil }
+    guard let at = firstMonoMs, at <= nowMonoMs else { return nil }
     return popFirst()
   }
 
   @discardableResult
   mutating func popFirst() -> Deadline? {
+    if wheelFirst { return wheel.popFirst() }
     guard !heap.isEmpty else { return nil }
     heap.swapAt(0, heap.count - 1)
     let top = heap.removeLast()
@@ -68,8 +101,8 @@ struct DeadlineQueue {
     var parent = start
     while true {
       var best = parent
-      // Two plain comparisons, no array literal: this runs once per heap level on
-      // every heartbeat (§5), so it must not allocate.
+      // Two plain comparisons, no array literal: this runs once per heap level, so it
+      // must not allocate.
       let left = 2 * parent + 1
       if left < heap.count && heap[left].fires(before: heap[best]) { best = left }
       if left + 1 < heap.count && heap[left + 1].fires(before: heap[best]) { best = left + 1 }
@@ -77,5 +110,89 @@ struct DeadlineQueue {
       heap.swapAt(parent, best)
       parent = best
     }
+  }
+}
+
+/// Heartbeat checks by instant. Buckets are kept sorted by time; a new check almost
+/// always lands in the last bucket (now + interval), so filing is an append, and a
+/// bucket's entries are in scheduling order because they are appended in it.
+struct HeartbeatWheel {
+  struct Entry {
+    let connection: Connection
+    let order: UInt64
+  }
+
+  struct Bucket {
+    let atMonoMs: Int64
+    var entries: [Entry]
+    /// Entries before this index have fired.
+    var next = 0
+  }
+
+  /// Buckets from `head` on are live, in ascending time.
+  private var buckets: [Bucket] = []
+  private var head = 0
+  /// An emptied bucket's storage, reused by the next new bucket: one bucket empties
+  /// per quantum and about as many checks are filed again.
+  private var spare: [Entry] = []
+  private(set) var count = 0
+
+  var firstKey: (atMonoMs: Int64, order: UInt64)? {
+    guard head < buckets.count else { return nil }
+    return (buckets[head].atMonoMs, buckets[head].entries[buckets[head].next].order)
+  }
+
+  var first: Deadline? {
+    guard head < buckets.count else { return nil }
+    let entry = buckets[head].entries[buckets[head].next]
+    return Deadline(atMonoMs: buckets[head].atMonoMs, order: entry.order, kind: .liveness(.heartbeat(entry.connection)))
+  }
+
+  mutating func file(at monoMs: Int64, _ entry: Entry) {
+    count += 1
+    if let last = buckets.indices.last, last >= head, buckets[last].atMonoMs >= monoMs {
+      // Not later than the last bucket: find it or its place (binary search).
+      var low = head
+      var high = last
+      while low < high {
+        let mid = (low + high) / 2
+        if buckets[mid].atMonoMs < monoMs { low = mid + 1 } else { high = mid }
+      }
+      if buckets[low].atMonoMs == monoMs {
+        buckets[low].entries.append(entry)
+      } else {
+        buckets.insert(newBucket(monoMs, entry), at: low)
+      }
+      return
+    }
+    buckets.append(newBucket(monoMs, entry))
+  }
+
+  private mutating func newBucket(_ monoMs: Int64, _ entry: Entry) -> Bucket {
+    var entries: [Entry] = []
+    swap(&entries, &spare)
+    entries.append(entry)
+    return Bucket(atMonoMs: monoMs, entries: entries)
+  }
+
+  /// Removes and returns the earliest check.
+  mutating func popFirst() -> Deadline {
+    let deadline = first!
+    count -= 1
+    buckets[head].next += 1
+    guard buckets[head].next == buckets[head].entries.count else { return deadline }
+    var emptied: [Entry] = []
+    swap(&emptied, &buckets[head].entries)
+    emptied.removeAll(keepingCapacity: true)
+    if emptied.capacity > spare.capacity { spare = emptied }
+    head += 1
+    if head == buckets.count {
+      buckets.removeAll(keepingCapacity: true)
+      head = 0
+    } else if head >= 32 && head * 2 >= buckets.count {
+      buckets.removeFirst(head)
+      head = 0
+    }
+    return deadline
   }
 }

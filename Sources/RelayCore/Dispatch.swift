@@ -10,7 +10,8 @@ struct Request {
 
   var c: ConnectionID { connection.id }
   /// The sender's identity; only valid after `hello` (dispatch guarantees it).
-  var identity: Identity { connection.identity! }
+  var profile: Profile { connection.profile! }
+  var identity: Identity { profile.identity }
   var uid: String { identity.uid }
 }
 

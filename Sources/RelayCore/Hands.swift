@@ -49,7 +49,7 @@ extension RelayCore {
   }
 
   func acquireHandRate(_ participant: Participant, _ request: Request) throws(Refusal) {
-    guard participant.handWindow.tryAcquire(at: request.at.monoMs) else {
+    guard participant.windows(config).hand.tryAcquire(at: request.at.monoMs) else {
       throw Refusal(.rateLimited, "at most \(config.handRate) raise/lower per \(config.handWindowMs) ms")
     }
   }

@@ -9,14 +9,14 @@ extension RelayCore {
       throw Refusal(.conflict, "hello was already accepted on this connection")
     }
     guard let identity = try authenticate(hello, request) else { return }
-    connection.identity = identity
+    connection.profile = Profile(identity)
     connection.phase = .ready
-    connection.publicId = ids.token(byteCount: 12)
+    let publicId = ids.token(byteCount: 12)
     connection.resumeToken = ids.token(byteCount: 24)
-    resumeTokens[connection.resumeToken] = identity.uid
+    tokenOwners.insert(connection)
     user(identity.uid).connections.append(connection.id)
     let resumed = resume(hello.resume, request)
-    sendWelcome(request, resumed: resumed)
+    sendWelcome(request, publicId: publicId, resumed: resumed)
     deliverRingingCalls(to: connection, at: request.at)
     if resumed { replayResumedSessions(hello.resume, request) }
   }
@@ -55,11 +55,11 @@ extension RelayCore {
   }
 
   /// §4 `welcome {connectionId, resumeToken, user, heartbeat, resumed, server}`.
-  func sendWelcome(_ request: Request, resumed: Bool) {
+  func sendWelcome(_ request: Request, publicId: String, resumed: Bool) {
     let connection = request.connection
     let identity = request.identity
     sendPersonal(request.c, type: "welcome", re: request.id) { w in
-      w.field("connectionId", connection.publicId)
+      w.field("connectionId", publicId)
       w.field("resumeToken", connection.resumeToken)
       w.key("user")
       w.beginObject()

@@ -1,16 +1,17 @@
 // §5 heartbeats and connection status: server pings, the heartbeat timeout, lost
 // participants, grace and its expiry. Every timer goes through the core's one
 // DeadlineQueue (DESIGN.md, "The hot path"): a connection has exactly one heartbeat
-// deadline outstanding, and an inbound frame only stores its time (O(1), no heap
-// work) — the check re-arms itself from `lastInboundMonoMs` when it fires.
+// check outstanding (in the queue's heartbeat wheel), and an inbound frame only stores
+// its time (O(1)) — the check re-arms itself from `lastInboundMonoMs` when it fires.
 import RelayProtocol
 
 /// The deadlines of §5 and §8, carried by the single `DeadlineKind.liveness` case so
-/// the shared enum grows by one line. Plain values only (no strings): heap entries
-/// are then trivially copyable, which keeps every heartbeat's sift cheap.
+/// the shared enum grows by one line.
 enum LivenessDeadline: Equatable {
-  /// Heartbeat check of one connection; `pingDueMs` is when its next ping is due.
-  case heartbeat(ConnectionID, pingDueMs: Int64)
+  /// Heartbeat check of one connection (its next ping is `Connection.pingDueMs`). It
+  /// holds the connection itself, so a check costs no lookup; a connection that is
+  /// closed or closing no longer wants it.
+  case heartbeat(Connection)
   /// The grace of a lost connection (its `LostRecord`) is over.
   case grace(record: UInt64)
   /// §5 idle countdown of a session: warning, then end. The generation names one
@@ -18,6 +19,16 @@ enum LivenessDeadline: Equatable {
   /// that table (lazy cancellation).
   case idleWarning(generation: UInt64)
   case idleEnd(generation: UInt64)
+
+  static func == (a: LivenessDeadline, b: LivenessDeadline) -> Bool {
+    switch (a, b) {
+    case (.heartbeat(let x), .heartbeat(let y)): return x === y
+    case (.grace(let x), .grace(let y)): return x == y
+    case (.idleWarning(let x), .idleWarning(let y)): return x == y
+    case (.idleEnd(let x), .idleEnd(let y)): return x == y
+    default: return false
+    }
+  }
 }
 
 /// One user in one session, as a dictionary key.
@@ -63,9 +74,9 @@ extension RelayCore {
 
   /// Arms the first heartbeat check of a freshly upgraded connection. Pings start at
   /// the upgrade: a connection waiting for `hello` is also a socket that may die.
-  func startHeartbeat(_ c: ConnectionID, at: Instant) {
+  func startHeartbeat(_ connection: Connection, at: Instant) {
     guard config.heartbeatIntervalMs > 0 || config.heartbeatTimeoutMs > 0 else { return }
-    scheduleHeartbeat(c, lastInboundMs: at.monoMs, pingDueMs: at.monoMs + config.heartbeatIntervalMs)
+    scheduleHeartbeat(connection, lastInboundMs: at.monoMs, pingDueMs: at.monoMs + config.heartbeatIntervalMs)
   }
 
   /// The next check is the earlier of "ping due" and "timeout due"; a value ≤ 0
@@ -73,18 +84,19 @@ extension RelayCore {
   /// connections due in one quantum are pinged in one timer firing and one loop turn:
   /// 20 000 idle connections then cost tens of wake-ups per interval, not thousands,
   /// and their pongs arrive batched (uWebSockets times idle sockets the same way).
-  private func scheduleHeartbeat(_ c: ConnectionID, lastInboundMs: Int64, pingDueMs: Int64) {
+  private func scheduleHeartbeat(_ connection: Connection, lastInboundMs: Int64, pingDueMs: Int64) {
     var next = Int64.max
     if config.heartbeatIntervalMs > 0 { next = pingDueMs }
     if config.heartbeatTimeoutMs > 0 { next = min(next, lastInboundMs + config.heartbeatTimeoutMs) }
     let quantum = heartbeatQuantumMs
     if next < Int64.max - quantum { next = (next + quantum - 1) / quantum * quantum }
-    deadlines.schedule(at: next, .liveness(.heartbeat(c, pingDueMs: pingDueMs)))
+    connection.pingDueMs = pingDueMs
+    deadlines.scheduleHeartbeat(at: next, connection)
   }
 
   /// A tenth of the shorter heartbeat setting, at most 1 000 ms: pings go out at most
   /// that late, and a silent connection is lost at most that long after its timeout.
-  public var heartbeatQuantumMs: Int64 {
+  static func heartbeatQuantum(_ config: CoreConfig) -> Int64 {
     let settings = [config.heartbeatIntervalMs, config.heartbeatTimeoutMs].filter { $0 > 0 }
     guard let shortest = settings.min() else { return 1 }
     return max(1, min(1_000, shortest / 10))
@@ -92,19 +104,19 @@ extension RelayCore {
 
   /// A heartbeat check fired: lost if silent for `heartbeatTimeoutMs`, else ping if
   /// due, then re-arm from the latest inbound time (frames in between cost nothing).
-  func heartbeatDue(_ c: ConnectionID, pingDueMs: Int64, at: Instant) {
-    guard let connection = connections[c], connection.phase != .closing else { return }
+  func heartbeatDue(_ connection: Connection, at: Instant) {
+    guard connection.phase != .closing else { return }
     let now = at.monoMs
     if config.heartbeatTimeoutMs > 0, now - connection.lastInboundMonoMs >= config.heartbeatTimeoutMs {
       heartbeatTimedOut(connection, at: at)
       return
     }
-    var pingDue = pingDueMs
+    var pingDue = connection.pingDueMs
     if config.heartbeatIntervalMs > 0, now >= pingDue {
-      effects.append(.ping(c))
+      effects.append(.ping(connection.id))
       pingDue = now + config.heartbeatIntervalMs
     }
-    scheduleHeartbeat(c, lastInboundMs: connection.lastInboundMonoMs, pingDueMs: pingDue)
+    scheduleHeartbeat(connection, lastInboundMs: connection.lastInboundMonoMs, pingDueMs: pingDue)
   }
 
   /// §5: no inbound frame for the timeout → lost (not left). The socket is presumed
@@ -153,7 +165,7 @@ extension RelayCore {
     guard let record = liveness.records.removeValue(forKey: recordId) else { return }
     if liveness.recordByToken[record.token] == recordId {
       liveness.recordByToken[record.token] = nil
-      resumeTokens[record.token] = nil
+      tokenOwners[record.token] = nil  // the connection may not be `closed` yet
     }
     for id in record.sessions {
       let key = ParticipantKey(session: id, uid: record.uid)
@@ -218,8 +230,8 @@ extension RelayCore {
 
   func isLivenessWanted(_ deadline: LivenessDeadline) -> Bool {
     switch deadline {
-    case .heartbeat(let c, _):
-      guard let connection = connections[c] else { return false }
+    case .heartbeat(let connection):
+      // `closed` leaves a connection `.closing` too.
       return connection.phase != .closing
     case .grace(let record):
       return liveness.records[record] != nil
@@ -230,7 +242,7 @@ extension RelayCore {
 
   func fireLiveness(_ deadline: LivenessDeadline, at: Instant) {
     switch deadline {
-    case .heartbeat(let c, let pingDueMs): heartbeatDue(c, pingDueMs: pingDueMs, at: at)
+    case .heartbeat(let connection): heartbeatDue(connection, at: at)
     case .grace(let record): graceOver(record, at: at)
     case .idleWarning(let generation):
       if let id = liveness.idleSession[generation] { idleWarningDue(id, at: at) }

@@ -19,15 +19,19 @@ public import RelayProtocol
 /// The relay core. Not thread-safe: the shell calls it from its one loop thread.
 public final class RelayCore {
   public let config: CoreConfig
+  /// §5 heartbeat checks are rounded up to multiples of this (Liveness.swift).
+  public let heartbeatQuantumMs: Int64
   let ids: any IdentifierSource
   let verifyToken: (String, Int64) -> Identity?
   let decoderLimits = DecoderLimits()
 
-  var connections: [ConnectionID: Connection] = [:]
-  var users: [String: User] = [:]
+  var connections = RefTable<ConnectionsById>()
+  var users = RefTable<UsersByUid>()
   var sessions: [String: Session] = [:]
-  /// `welcome.resumeToken` → uid (§8: valid only for the user it was issued to).
-  var resumeTokens: [String: String] = [:]
+  /// Connections whose `resumeToken` still works (§8: valid only for the user it was
+  /// issued to). A lost connection's token lives on in `liveness.recordByToken` for its
+  /// grace; `resumeTokenOwner` reads both.
+  var tokenOwners = RefTable<ConnectionsByResumeToken>()
   var deadlines = DeadlineQueue()
   /// §5 lost records, grace and idle countdowns; §8 held state (Liveness.swift).
   var liveness = LivenessState()
@@ -43,6 +47,7 @@ public final class RelayCore {
     verifyToken: @escaping (String, Int64) -> Identity?
   ) {
     self.config = config
+    heartbeatQuantumMs = Self.heartbeatQuantum(config)
     self.ids = ids
     self.verifyToken = verifyToken
   }
@@ -52,10 +57,11 @@ public final class RelayCore {
   /// The WebSocket upgrade completed: the `hello` deadline starts (§1).
   public func open(_ c: ConnectionID, at: Instant) {
     precondition(connections[c] == nil, "connection \(c) opened twice")
-    connections[c] = Connection(id: c, at: at)
+    let connection = Connection(id: c, at: at)
+    connections[c] = connection
     counters.connections += 1
     deadlines.schedule(at: at.monoMs + config.helloTimeoutMs, .hello(c))
-    startHeartbeat(c, at: at)
+    startHeartbeat(connection, at: at)
   }
 
   /// One complete inbound text message. Also proves liveness (§5).
@@ -86,6 +92,8 @@ public final class RelayCore {
     }
     forget(connection)
     callsConnectionClosed(connection, clean: clean, at: at)
+    // Its heartbeat check still refers to it (lazy cancellation): gone reads as closing.
+    connection.phase = .closing
   }
 
   /// Fires every deadline due at `at.monoMs`.
@@ -150,7 +158,7 @@ public final class RelayCore {
   func rejectBadMessage(_ connection: Connection, _ error: CommandError, at: Instant) {
     sendError(connection.id, code: error.code, message: error.message, re: error.re)
     connection.badMessages += 1
-    if connection.badMessages >= config.maxBadMessages {
+    if Int(connection.badMessages) >= config.maxBadMessages {
       close(connection, code: CloseCode.tooManyBadMessages, reason: "too many bad messages", at: at)
     }
   }

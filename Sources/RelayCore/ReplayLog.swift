@@ -1,32 +1,57 @@
 // Every session event, kept for resume (§8): the last `replayEvents`, none older than
-// `replayAgeMs`. Entries hold the encoded payload, so replay re-sends the exact bytes
-// members saw live (same seq, same ts).
+// `replayAgeMs`. Replay re-sends the exact bytes members saw live (same seq, same ts).
+// Most entries hold the encoded payload. `participant.joined` — one per member, and
+// in an idle session nearly the whole log — is kept as the joiner's shared `Profile`
+// and re-encoded on replay by the same code that encoded it live: 40 bytes instead of
+// a ~250-byte payload per member (issue 6: memory per idle member).
+public import RelayProtocol
 
-/// One recorded session event.
+/// One recorded session event, as replay sends it.
 public struct ReplayEntry: Sendable {
   public let seq: Int64
   public let atMonoMs: Int64
   public let payload: Payload
 }
 
+/// What the log keeps of one event.
+enum RecordedBody {
+  case payload(Payload)
+  /// `participant.joined` of a fresh participant: its object is fully determined by
+  /// the profile, `joinedAt` (= the event's `ts`) and status `connected`.
+  case joined(Profile, wallMs: Int64)
+}
+
+struct RecordedEvent {
+  let seq: Int64
+  let atMonoMs: Int64
+  let body: RecordedBody
+}
+
 /// A bounded FIFO of session events in seq order.
 struct ReplayLog {
   let maxEvents: Int
   let maxAgeMs: Int64
-  private var entries: [ReplayEntry] = []
+  /// The session id, for re-encoding `participant.joined`.
+  let session: String
+  private var entries: [RecordedEvent] = []
   private var head = 0  // index of the oldest live entry
 
-  init(maxEvents: Int, maxAgeMs: Int64) {
+  init(maxEvents: Int, maxAgeMs: Int64, session: String = "") {
     self.maxEvents = maxEvents
     self.maxAgeMs = maxAgeMs
+    self.session = session
   }
 
   var count: Int { entries.count - head }
   var oldestSeq: Int64? { head < entries.count ? entries[head].seq : nil }
 
   mutating func append(_ entry: ReplayEntry) {
-    entries.append(entry)
-    trim(now: entry.atMonoMs)
+    record(RecordedEvent(seq: entry.seq, atMonoMs: entry.atMonoMs, body: .payload(entry.payload)))
+  }
+
+  mutating func record(_ event: RecordedEvent) {
+    entries.append(event)
+    trim(now: event.atMonoMs)
   }
 
   /// Drops entries beyond the count bound or older than the age bound.
@@ -48,6 +73,16 @@ struct ReplayLog {
     if afterSeq == lastSeq { return [] }
     guard let oldest = oldestSeq, oldest <= afterSeq + 1 else { return nil }
     let start = head + Int(afterSeq + 1 - oldest)
-    return Array(entries[start...])
+    return entries[start...].map { ReplayEntry(seq: $0.seq, atMonoMs: $0.atMonoMs, payload: payload(of: $0)) }
+  }
+
+  private func payload(of event: RecordedEvent) -> Payload {
+    switch event.body {
+    case .payload(let payload): return payload
+    case .joined(let profile, let wallMs):
+      return encodeEvent("participant.joined", session: session, seq: event.seq, wallMs: wallMs) { w in
+        w.joinedParticipant(profile, wallMs: wallMs)
+      }
+    }
   }
 }

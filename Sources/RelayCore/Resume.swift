@@ -14,12 +14,12 @@ extension RelayCore {
   /// state is still held: the old connection is open, or it was lost and its grace
   /// has not ended. Unknown, foreign or expired tokens → false, nothing changes.
   func resumeHeldState(_ resume: ResumeRequest?, _ request: Request) -> Bool {
-    guard let resume, resumeTokens[resume.token] == request.uid else { return false }
+    guard let resume, resumeTokenOwner(resume.token) == request.uid else { return false }
     let old = openConnection(of: request.uid, token: resume.token, except: request.c)
     let record = liveness.recordByToken[resume.token]
     guard old != nil || record != nil else { return false }
     // A resume token is spent once used; the new connection has its own.
-    resumeTokens[resume.token] = nil
+    tokenOwners[resume.token] = nil
     liveness.recordByToken[resume.token] = nil
     for entry in resume.sessions {
       reattach(entry.session, from: old, record: record, request)
@@ -31,6 +31,14 @@ extension RelayCore {
       close(old, code: CloseCode.replaced, reason: "replaced by a resumed connection", at: request.at)
     }
     return true
+  }
+
+  /// The uid a resume token was issued to, while it still works: its connection has
+  /// not ended (or been resumed), or its `LostRecord` is within grace.
+  func resumeTokenOwner(_ token: String) -> String? {
+    if let connection = tokenOwners[token] { return connection.uid }
+    guard let id = liveness.recordByToken[token] else { return nil }
+    return liveness.records[id]?.uid
   }
 
   private func openConnection(of uid: String, token: String, except c: ConnectionID) -> Connection? {

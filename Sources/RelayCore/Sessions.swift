@@ -14,22 +14,15 @@ extension RelayCore {
   /// Encodes one session event once (§2: `{type, session, seq, ts, …}`), records it in
   /// the replay log and sends the one payload to every connected member except
   /// `excluding` (only the joiner, whose event is folded into its snapshot).
+  /// `recordAs`: a compact form the replay log keeps instead of the payload.
   @discardableResult
   func emit(
     _ session: Session, _ type: String, at: Instant, excluding: ConnectionID? = nil,
-    _ body: (inout JSONWriter) -> Void
+    recordAs compact: RecordedBody? = nil, _ body: (inout JSONWriter) -> Void
   ) -> Int64 {
     session.seq += 1
-    var writer = JSONWriter()
-    writer.beginObject()
-    writer.field("type", type)
-    writer.field("session", session.id)
-    writer.field("seq", session.seq)
-    writer.field("ts", at.wallMs)
-    body(&writer)
-    writer.endObject()
-    let payload = Payload(writer.bytes)
-    session.replay.append(ReplayEntry(seq: session.seq, atMonoMs: at.monoMs, payload: payload))
+    let payload = encodeEvent(type, session: session.id, seq: session.seq, wallMs: at.wallMs, body)
+    session.replay.record(RecordedEvent(seq: session.seq, atMonoMs: at.monoMs, body: compact ?? .payload(payload)))
     liveness.eventTap?(session.id, session.seq, payload)
     let recipients = session.connections(excluding: excluding)
     counters.deliveries += UInt64(recipients.count)
@@ -93,14 +86,15 @@ extension RelayCore {
   func addParticipant(to session: Session, _ request: Request) {
     if sessions[session.id] == nil { sessionWebhook("session.created", session.id, at: request.at) }
     sessions[session.id] = session
-    let participant = Participant(identity: request.identity, connection: request.c, at: request.at, config: config)
+    let participant = Participant(profile: request.profile, connection: request.c, at: request.at)
     session.add(participant)
     request.connection.sessions.append(session.id)
     idleMembershipChanged(session, at: request.at)  // §5: a join cancels the countdown
     // §2: the joiner's own participant.joined is folded into its snapshot.
-    emit(session, "participant.joined", at: request.at, excluding: request.c) { w in
-      w.key("participant")
-      w.participant(participant)
+    let profile = participant.profile
+    let wallMs = request.at.wallMs
+    emit(session, "participant.joined", at: request.at, excluding: request.c, recordAs: .joined(profile, wallMs: wallMs)) {
+      w in w.joinedParticipant(profile, wallMs: wallMs)
     }
   }
 
@@ -114,9 +108,7 @@ extension RelayCore {
     }
     session.attach(participant, to: request.c)
     request.connection.sessions.append(session.id)
-    participant.name = request.identity.name
-    participant.avatar = request.identity.avatar
-    participant.role = request.identity.role
+    participant.profile = request.profile
     if participant.status == .lost {
       participant.status = .connected
       counters.restored += 1

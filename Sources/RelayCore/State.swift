@@ -9,29 +9,57 @@ enum ParticipantStatus: String {
   case lost
 }
 
+/// One accepted `hello`'s identity, immutable and shared by reference: the connection,
+/// the participants it joined as, and the replay log's `participant.joined` entries
+/// all point at the same record instead of each copying uid, name, avatar and role
+/// (issue 6: memory per idle member).
+final class Profile {
+  let identity: Identity
+
+  init(_ identity: Identity) { self.identity = identity }
+}
+
 /// One user in one session (§6: one user is one participant per session).
 final class Participant {
-  let uid: String
-  var name: String
-  var avatar: String?
-  var role: Role
+  /// The identity of the connection that joined (or took over) last: `name`, `avatar`
+  /// and `role` follow it (§6 takeover).
+  var profile: Profile
   let joinedAtWallMs: Int64
-  var status = ParticipantStatus.connected
   /// The connection that joined (nil while lost, §5). Change it only through
   /// `Session.attach`/`detach`, which keep the fan-out list current.
   fileprivate(set) var connection: ConnectionID?
-  var handWindow: RateWindow
-  var messageWindow: RateWindow
+  var status = ParticipantStatus.connected
+  /// §7 and §7a rate windows, created on the first raise/lower or message: most
+  /// members never use them, and two empty windows inline would cost 64 bytes each.
+  private var rates: RateWindows?
 
-  init(identity: Identity, connection: ConnectionID, at: Instant, config: CoreConfig) {
-    uid = identity.uid
-    name = identity.name
-    avatar = identity.avatar
-    role = identity.role
+  init(profile: Profile, connection: ConnectionID, at: Instant) {
+    self.profile = profile
     joinedAtWallMs = at.wallMs
     self.connection = connection
-    handWindow = RateWindow(limit: config.handRate, windowMs: config.handWindowMs)
-    messageWindow = RateWindow(limit: config.messageRate, windowMs: config.messageWindowMs)
+  }
+
+  var uid: String { profile.identity.uid }
+  var name: String { profile.identity.name }
+  var avatar: String? { profile.identity.avatar }
+  var role: Role { profile.identity.role }
+
+  func windows(_ config: CoreConfig) -> RateWindows {
+    if let rates { return rates }
+    let created = RateWindows(config)
+    rates = created
+    return created
+  }
+}
+
+/// A participant's sliding windows (§7 raise/lower, §7a messages).
+final class RateWindows {
+  var hand: RateWindow
+  var message: RateWindow
+
+  init(_ config: CoreConfig) {
+    hand = RateWindow(limit: config.handRate, windowMs: config.handWindowMs)
+    message = RateWindow(limit: config.messageRate, windowMs: config.messageWindowMs)
   }
 }
 
@@ -47,25 +75,22 @@ final class Session {
   let id: String
   /// Number of the last session event (§2: 1, 2, 3, …).
   var seq: Int64 = 0
-  /// Participant uids in join order: the order of snapshots and of fan-out.
-  private(set) var order: [String] = []
-  private(set) var participants: [String: Participant] = [:]
+  /// Participants in join order: the order of snapshots and of fan-out.
+  private(set) var members: [Participant] = []
+  private var byUid = RefTable<ParticipantsByUid>()
   /// §7 queue, in `hand.raised` order.
   var hands: [Hand] = []
   var replay: ReplayLog
 
   init(id: String, config: CoreConfig) {
     self.id = id
-    replay = ReplayLog(maxEvents: config.replayEvents, maxAgeMs: config.replayAgeMs)
+    replay = ReplayLog(maxEvents: config.replayEvents, maxAgeMs: config.replayAgeMs, session: id)
   }
 
-  var isEmpty: Bool { order.isEmpty }
-  var count: Int { order.count }
+  var isEmpty: Bool { members.isEmpty }
+  var count: Int { members.count }
 
-  subscript(uid: String) -> Participant? { participants[uid] }
-
-  /// Participants in join order.
-  var members: [Participant] { order.compactMap { participants[$0] } }
+  subscript(uid: String) -> Participant? { byUid[uid] }
 
   /// Fan-out list cache: rebuilt only when membership or a connection changes, so an
   /// event to a large session costs no per-member work in the core (DESIGN.md, "The
@@ -81,24 +106,24 @@ final class Session {
 
   private func rebuildRecipients() -> [ConnectionID] {
     var result: [ConnectionID] = []
-    result.reserveCapacity(order.count)
-    for uid in order {
-      if let c = participants[uid]?.connection { result.append(c) }
+    result.reserveCapacity(members.count)
+    for participant in members {
+      if let c = participant.connection { result.append(c) }
     }
     recipients = result
     return result
   }
 
   func add(_ participant: Participant) {
-    precondition(participants[participant.uid] == nil, "participant added twice")
-    participants[participant.uid] = participant
-    order.append(participant.uid)
+    precondition(byUid[participant.uid] == nil, "participant added twice")
+    byUid.insert(participant)
+    members.append(participant)
     recipients = nil
   }
 
   func remove(_ uid: String) {
-    guard participants.removeValue(forKey: uid) != nil else { return }
-    order.removeAll { $0 == uid }
+    guard let removed = byUid.removeValue(forKey: uid) else { return }
+    members.removeAll { $0 === removed }
     recipients = nil
   }
 
@@ -130,34 +155,38 @@ enum ConnectionPhase {
 /// One WebSocket connection.
 final class Connection {
   let id: ConnectionID
-  var phase = ConnectionPhase.awaitingHello
-  var identity: Identity?
-  /// `welcome.connectionId` and `welcome.resumeToken` (set at hello).
-  var publicId = ""
+  /// The accepted `hello`'s identity (nil before `welcome`).
+  var profile: Profile?
+  /// `welcome.resumeToken` (set at hello). `welcome.connectionId` is not kept: nothing
+  /// reads it after `welcome`.
   var resumeToken = ""
   /// Sessions this connection is the member for, in join order (§7a: membership is
   /// per connection).
-  var sessions: [String] = []
-  /// §2 consecutive bad messages.
-  var badMessages = 0
-  /// §5 last `client.background` value (selects `backgroundGraceMs`).
-  var background = false
+  var sessions = SmallList<String>()
   /// §5 liveness: monotonic ms of the last inbound frame.
   var lastInboundMonoMs: Int64
+  /// §5: when the next ping is due (read by the connection's heartbeat check).
+  var pingDueMs: Int64 = 0
+  var phase = ConnectionPhase.awaitingHello
+  /// §5 last `client.background` value (selects `backgroundGraceMs`).
+  var background = false
+  /// §2 consecutive bad messages (the limit closes the connection long before 2³¹).
+  var badMessages: Int32 = 0
 
   init(id: ConnectionID, at: Instant) {
     self.id = id
     lastInboundMonoMs = at.monoMs
   }
 
-  var uid: String? { identity?.uid }
+  var identity: Identity? { profile?.identity }
+  var uid: String? { profile?.identity.uid }
 }
 
 /// Per user: the connections speaking for it (calls ring every one, §9) and sessions
 /// it may join beyond its token's claim (§3: call sessions).
 final class User {
   let uid: String
-  var connections: [ConnectionID] = []
+  var connections = SmallList<ConnectionID>()
   var grantedSessions: Set<String> = []
 
   init(uid: String) { self.uid = uid }

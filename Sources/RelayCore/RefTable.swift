@@ -1,0 +1,117 @@
+// The core's per-connection and per-member indexes (connections by id, users and
+// participants by uid, connections by resume token). A Swift Dictionary stores each
+// key next to its value and runs at most 3/4 full, so `[String: Participant]` costs
+// 24–48 bytes per entry; the key is already inside the element, so this table stores
+// only the reference (8 bytes per slot). Lookups only: nothing ever iterates it, so
+// hash order can never reach the output (DESIGN.md, determinism).
+
+/// How a table finds the key inside its element.
+protocol TableKeying {
+  associatedtype Element: AnyObject
+  associatedtype Key: Hashable
+  static func key(of element: Element) -> Key
+}
+
+/// Open addressing with linear probing and backward-shift deletion (no tombstones),
+/// power-of-two capacity, at most 3/4 full; shrinks after mass removals so memory
+/// follows the number of connections back down.
+struct RefTable<Keying: TableKeying> {
+  typealias Element = Keying.Element
+  typealias Key = Keying.Key
+
+  private var slots: ContiguousArray<Element?> = []
+  private(set) var count = 0
+
+  var isEmpty: Bool { count == 0 }
+
+  private func home(_ key: Key) -> Int { key.hashValue & (slots.count - 1) }
+
+  private func index(of key: Key) -> Int? {
+    guard count > 0 else { return nil }
+    let mask = slots.count - 1
+    var i = home(key)
+    while let element = slots[i] {
+      if Keying.key(of: element) == key { return i }
+      i = (i + 1) & mask
+    }
+    return nil
+  }
+
+  /// Get: the element with this key. Set: a non-nil value must carry `key`; nil removes.
+  subscript(key: Key) -> Element? {
+    get { index(of: key).flatMap { slots[$0] } }
+    set {
+      if let newValue {
+        precondition(Keying.key(of: newValue) == key, "element filed under another key")
+        insert(newValue)
+      } else {
+        removeValue(forKey: key)
+      }
+    }
+  }
+
+  /// Adds the element, replacing one with the same key.
+  mutating func insert(_ element: Element) {
+    if let i = index(of: Keying.key(of: element)) {
+      slots[i] = element
+      return
+    }
+    if (count + 1) * 4 > slots.count * 3 { resize(to: Swift.max(8, slots.count * 2)) }
+    place(element)
+    count += 1
+  }
+
+  private mutating func place(_ element: Element) {
+    let mask = slots.count - 1
+    var i = home(Keying.key(of: element))
+    while slots[i] != nil { i = (i + 1) & mask }
+    slots[i] = element
+  }
+
+  @discardableResult
+  mutating func removeValue(forKey key: Key) -> Element? {
+    guard let found = index(of: key) else { return nil }
+    let removed = slots[found]
+    slots[found] = nil
+    count -= 1
+    // Backward shift: pull later members of the probe run into the hole unless their
+    // home lies cyclically after the hole (then they are still reachable).
+    let mask = slots.count - 1
+    var hole = found
+    var i = (found + 1) & mask
+    while let element = slots[i] {
+      let h = home(Keying.key(of: element))
+      let reachable = hole <= i ? (hole < h && h <= i) : (hole < h || h <= i)
+      if !reachable {
+        slots[hole] = element
+        slots[i] = nil
+        hole = i
+      }
+      i = (i + 1) & mask
+    }
+    if slots.count > 16 && count * 8 < slots.count { resize(to: slots.count / 2) }
+    return removed
+  }
+
+  private mutating func resize(to capacity: Int) {
+    let old = slots
+    slots = ContiguousArray(repeating: nil, count: capacity)
+    for case let element? in old { place(element) }
+  }
+}
+
+enum ConnectionsById: TableKeying {
+  static func key(of element: Connection) -> ConnectionID { element.id }
+}
+
+enum ConnectionsByResumeToken: TableKeying {
+  static func key(of element: Connection) -> String { element.resumeToken }
+}
+
+enum UsersByUid: TableKeying {
+  static func key(of element: User) -> String { element.uid }
+}
+
+enum ParticipantsByUid: TableKeying {
+  static func key(of element: Participant) -> String { element.uid }
+}
