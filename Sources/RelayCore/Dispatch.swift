@@ -11,8 +11,8 @@ struct Request {
   var c: ConnectionID { connection.id }
   /// The sender's identity; only valid after `hello` (dispatch guarantees it).
   var profile: Profile { connection.profile! }
-  var identity: Identity { profile.identity }
-  var uid: String { identity.uid }
+  var identity: Profile { profile }
+  var uid: String { profile.uid }
 }
 
 /// A command refused with an error reply; thrown before any state changes.

@@ -5,10 +5,10 @@ import RelayProtocol
 extension JSONWriter {
   /// §6 participant object `{uid, name, avatar?, role, joinedAt, status}`.
   mutating func participant(_ p: Participant) {
-    participant(p.profile.identity, joinedAt: p.joinedAtWallMs, status: p.status)
+    participant(p.profile, joinedAt: p.joinedAtWallMs, status: p.status)
   }
 
-  mutating func participant(_ identity: Identity, joinedAt: Int64, status: ParticipantStatus) {
+  mutating func participant(_ identity: Profile, joinedAt: Int64, status: ParticipantStatus) {
     beginObject()
     field("uid", identity.uid)
     field("name", identity.name)
@@ -23,7 +23,7 @@ extension JSONWriter {
   /// `joinedAt`), still `connected`: the one encoder of live events and of replay.
   mutating func joinedParticipant(_ profile: Profile, wallMs: Int64) {
     key("participant")
-    participant(profile.identity, joinedAt: wallMs, status: .connected)
+    participant(profile, joinedAt: wallMs, status: .connected)
   }
 
   /// §6 hand object `{uid, name, raisedAt}`.

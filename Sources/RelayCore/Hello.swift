@@ -14,7 +14,7 @@ extension RelayCore {
     let publicId = ids.token(byteCount: 12)
     connection.resumeToken = ids.token(byteCount: 24)
     tokenOwners.insert(connection)
-    user(identity.uid).connections.append(connection.id)
+    userConnections.append(connection)
     let resumed = resume(hello.resume, request)
     sendWelcome(request, publicId: publicId, resumed: resumed)
     deliverRingingCalls(to: connection, at: request.at)
@@ -81,11 +81,9 @@ extension RelayCore {
     }
   }
 
-  func user(_ uid: String) -> User {
-    if let existing = users[uid] { return existing }
-    let created = User(uid: uid)
-    users[uid] = created
-    return created
+  /// §3: lets `uid` join `session` whatever its token claims (call sessions).
+  func grant(_ session: String, to uid: String) {
+    grantedSessions[uid, default: []].insert(session)
   }
 
   // MARK: Hooks for later work

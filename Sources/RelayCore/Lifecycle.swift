@@ -28,13 +28,10 @@ extension RelayCore {
 
   /// Drops what only lived for this connection once the shell reports it gone.
   func forget(_ connection: Connection) {
-    guard let uid = connection.uid else { return }
+    guard connection.uid != nil else { return }
     // §8: a lost connection's token stays valid while its state is held (grace), kept
     // by its `LostRecord` from here on.
     if tokenOwners[connection.resumeToken] === connection { tokenOwners[connection.resumeToken] = nil }
-    guard let user = users[uid] else { return }
-    user.connections.removeAll { $0 == connection.id }
-    if user.connections.isEmpty && user.grantedSessions.isEmpty { users[uid] = nil }
   }
 
   // MARK: Deadlines

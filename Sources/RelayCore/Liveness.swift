@@ -215,8 +215,8 @@ extension RelayCore {
   /// Whether the user has a live connection: said `hello`, not lost, not closing
   /// (§5: a lost user's connection counts as offline for ringing).
   func isUserOnline(_ uid: String) -> Bool {
-    guard let user = users[uid] else { return false }
-    return user.connections.contains { connections[$0]?.phase == .ready }
+    // A connection leaves this table only when `closed`, so `.ready` is all it takes.
+    return userConnections.contains(key: uid) { $0.phase == .ready }
   }
 
   /// Called once when a lost connection's grace ends and its user has no other live

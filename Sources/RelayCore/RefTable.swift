@@ -15,6 +15,11 @@ protocol TableKeying {
 /// Open addressing with linear probing and backward-shift deletion (no tombstones),
 /// power-of-two capacity, at most 3/4 full; shrinks after mass removals so memory
 /// follows the number of connections back down.
+///
+/// Used as a multimap (`append`, `elements(withKey:)`), it keeps the elements of one
+/// key in insertion order: they share a home slot, a new one lands after the others
+/// (a probe run has no holes), deletion shifts them back without reordering, and a
+/// resize re-places each run from its start.
 struct RefTable<Keying: TableKeying> {
   typealias Element = Keying.Element
   typealias Key = Keying.Key
@@ -68,9 +73,60 @@ struct RefTable<Keying: TableKeying> {
     slots[i] = element
   }
 
+  /// Adds the element even if others have the same key (multimap use).
+  mutating func append(_ element: Element) {
+    if (count + 1) * 4 > slots.count * 3 { resize(to: Swift.max(8, slots.count * 2)) }
+    place(element)
+    count += 1
+  }
+
+  /// The elements with this key, in insertion order (multimap use).
+  func elements(withKey key: Key) -> [Element] {
+    var found: [Element] = []
+    guard count > 0 else { return found }
+    let mask = slots.count - 1
+    var i = home(key)
+    while let element = slots[i] {
+      if Keying.key(of: element) == key { found.append(element) }
+      i = (i + 1) & mask
+    }
+    return found
+  }
+
+  /// Whether an element with this key satisfies `predicate` (multimap use).
+  func contains(key: Key, where predicate: (Element) -> Bool) -> Bool {
+    guard count > 0 else { return false }
+    let mask = slots.count - 1
+    var i = home(key)
+    while let element = slots[i] {
+      if Keying.key(of: element) == key && predicate(element) { return true }
+      i = (i + 1) & mask
+    }
+    return false
+  }
+
+  /// Removes this very element (multimap use).
+  mutating func remove(_ element: Element) {
+    guard count > 0 else { return }
+    let mask = slots.count - 1
+    var i = home(Keying.key(of: element))
+    while let candidate = slots[i] {
+      if candidate === element {
+        remove(at: i)
+        return
+      }
+      i = (i + 1) & mask
+    }
+  }
+
   @discardableResult
   mutating func removeValue(forKey key: Key) -> Element? {
     guard let found = index(of: key) else { return nil }
+    return remove(at: found)
+  }
+
+  @discardableResult
+  private mutating func remove(at found: Int) -> Element? {
     let removed = slots[found]
     slots[found] = nil
     count -= 1
@@ -96,7 +152,11 @@ struct RefTable<Keying: TableKeying> {
   private mutating func resize(to capacity: Int) {
     let old = slots
     slots = ContiguousArray(repeating: nil, count: capacity)
-    for case let element? in old { place(element) }
+    guard let start = old.firstIndex(where: { $0 == nil }) else { return }
+    // From an empty slot on, cyclically: each probe run is re-placed front to back.
+    for offset in 0..<old.count {
+      if let element = old[(start + offset) % old.count] { place(element) }
+    }
   }
 }
 
@@ -108,8 +168,9 @@ enum ConnectionsByResumeToken: TableKeying {
   static func key(of element: Connection) -> String { element.resumeToken }
 }
 
-enum UsersByUid: TableKeying {
-  static func key(of element: User) -> String { element.uid }
+/// Connections that said hello, by user (a multimap: one user, several devices).
+enum ConnectionsByUid: TableKeying {
+  static func key(of element: Connection) -> String { element.uid ?? "" }
 }
 
 enum ParticipantsByUid: TableKeying {

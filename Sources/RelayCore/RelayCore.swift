@@ -26,7 +26,12 @@ public final class RelayCore {
   let decoderLimits = DecoderLimits()
 
   var connections = RefTable<ConnectionsById>()
-  var users = RefTable<UsersByUid>()
+  /// Per user, the connections speaking for it in hello order (calls ring every one,
+  /// §9).
+  var userConnections = RefTable<ConnectionsByUid>()
+  /// Sessions a user may join beyond its token's claim (§3: call sessions), until the
+  /// call that granted them is purged.
+  var grantedSessions: [String: Set<String>] = [:]
   var sessions: [String: Session] = [:]
   /// Connections whose `resumeToken` still works (§8: valid only for the user it was
   /// issued to). A lost connection's token lives on in `liveness.recordByToken` for its
@@ -86,6 +91,9 @@ public final class RelayCore {
   /// core itself asked for `.close`. `clean`: a close handshake happened.
   public func closed(_ c: ConnectionID, clean: Bool, at: Instant) {
     guard let connection = connections.removeValue(forKey: c) else { return }
+    // Gone from both tables at once: a closed connection speaks for no user, also
+    // while its sessions are left below.
+    if connection.uid != nil { userConnections.remove(connection) }
     counters.connections -= 1
     if connection.phase != .closing {
       if clean { detachLeaving(connection, at: at) } else { connectionLost(connection, at: at) }

@@ -42,13 +42,9 @@ extension RelayCore {
   }
 
   private func openConnection(of uid: String, token: String, except c: ConnectionID) -> Connection? {
-    guard let user = users[uid] else { return nil }
-    for id in user.connections where id != c {
-      if let connection = connections[id], connection.phase == .ready, connection.resumeToken == token {
-        return connection
-      }
+    userConnections.elements(withKey: uid).first {
+      $0.id != c && $0.phase == .ready && $0.resumeToken == token
     }
-    return nil
   }
 
   /// Moves the user's participant in `id` to the new connection if this resume holds

@@ -58,7 +58,7 @@ extension RelayCore {
 
   func join(_ id: String, _ request: Request) throws(Refusal) {
     let identity = request.identity
-    guard config.devMode || identity.sessions.allows(id) || user(identity.uid).grantedSessions.contains(id)
+    guard config.devMode || identity.sessions.allows(id) || grantedSessions[identity.uid]?.contains(id) == true
     else { throw Refusal(.forbidden, "token does not allow session \(id)") }
     if request.connection.sessions.contains(id), let session = sessions[id] {
       // Joining again from the same connection: idempotent, a fresh snapshot.

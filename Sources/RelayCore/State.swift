@@ -13,10 +13,21 @@ enum ParticipantStatus: String {
 /// the participants it joined as, and the replay log's `participant.joined` entries
 /// all point at the same record instead of each copying uid, name, avatar and role
 /// (issue 6: memory per idle member).
+/// Only what the core reads: the token's `exp` is checked at hello and not kept.
 final class Profile {
-  let identity: Identity
+  let uid: String
+  let name: String
+  let avatar: String?
+  let sessions: SessionGrant
+  let role: Role
 
-  init(_ identity: Identity) { self.identity = identity }
+  init(_ identity: Identity) {
+    uid = identity.uid
+    name = identity.name
+    avatar = identity.avatar
+    sessions = identity.sessions
+    role = identity.role
+  }
 }
 
 /// One user in one session (§6: one user is one participant per session).
@@ -39,10 +50,10 @@ final class Participant {
     self.connection = connection
   }
 
-  var uid: String { profile.identity.uid }
-  var name: String { profile.identity.name }
-  var avatar: String? { profile.identity.avatar }
-  var role: Role { profile.identity.role }
+  var uid: String { profile.uid }
+  var name: String { profile.name }
+  var avatar: String? { profile.avatar }
+  var role: Role { profile.role }
 
   func windows(_ config: CoreConfig) -> RateWindows {
     if let rates { return rates }
@@ -178,16 +189,5 @@ final class Connection {
     lastInboundMonoMs = at.monoMs
   }
 
-  var identity: Identity? { profile?.identity }
-  var uid: String? { profile?.identity.uid }
-}
-
-/// Per user: the connections speaking for it (calls ring every one, §9) and sessions
-/// it may join beyond its token's claim (§3: call sessions).
-final class User {
-  let uid: String
-  var connections = SmallList<ConnectionID>()
-  var grantedSessions: Set<String> = []
-
-  init(uid: String) { self.uid = uid }
+  var uid: String? { profile?.uid }
 }
