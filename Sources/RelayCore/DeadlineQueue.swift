@@ -66,8 +66,8 @@ struct DeadlineQueue {
 
   /// Files the §5 heartbeat check of `connection` at `monoMs`, which must be a
   /// multiple of one fixed quantum (the wheel's buckets are instants).
-  mutating func scheduleHeartbeat(at monoMs: Int64, _ connection: Connection) {
-    wheel.file(at: monoMs, HeartbeatWheel.Entry(connection: connection, order: nextOrder))
+  mutating func scheduleHeartbeat(at monoMs: Int64, _ connection: Connection, pingDueMs: Int64) {
+    wheel.file(at: monoMs, HeartbeatWheel.Entry(connection: connection, order: nextOrder, pingDueMs: pingDueMs))
     nextOrder += 1
   }
 
@@ -120,6 +120,7 @@ struct HeartbeatWheel {
   struct Entry {
     let connection: Connection
     let order: UInt64
+    let pingDueMs: Int64
   }
 
   struct Bucket {
@@ -145,7 +146,9 @@ struct HeartbeatWheel {
   var first: Deadline? {
     guard head < buckets.count else { return nil }
     let entry = buckets[head].entries[buckets[head].next]
-    return Deadline(atMonoMs: buckets[head].atMonoMs, order: entry.order, kind: .liveness(.heartbeat(entry.connection)))
+    return Deadline(
+      atMonoMs: buckets[head].atMonoMs, order: entry.order,
+      kind: .liveness(.heartbeat(entry.connection, pingDueMs: entry.pingDueMs)))
   }
 
   mutating func file(at monoMs: Int64, _ entry: Entry) {

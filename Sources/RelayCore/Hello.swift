@@ -12,11 +12,12 @@ extension RelayCore {
     connection.profile = Profile(identity)
     connection.phase = .ready
     let publicId = ids.token(byteCount: 12)
-    connection.resumeToken = ids.token(byteCount: 24)
+    let resumeToken = ids.token(byteCount: 24)
+    connection.token = ResumeToken(resumeToken)
     tokenOwners.insert(connection)
     userConnections.append(connection)
     let resumed = resume(hello.resume, request)
-    sendWelcome(request, publicId: publicId, resumed: resumed)
+    sendWelcome(request, publicId: publicId, resumeToken: resumeToken, resumed: resumed)
     deliverRingingCalls(to: connection, at: request.at)
     if resumed { replayResumedSessions(hello.resume, request) }
   }
@@ -55,12 +56,11 @@ extension RelayCore {
   }
 
   /// §4 `welcome {connectionId, resumeToken, user, heartbeat, resumed, server}`.
-  func sendWelcome(_ request: Request, publicId: String, resumed: Bool) {
-    let connection = request.connection
+  func sendWelcome(_ request: Request, publicId: String, resumeToken: String, resumed: Bool) {
     let identity = request.identity
     sendPersonal(request.c, type: "welcome", re: request.id) { w in
       w.field("connectionId", publicId)
-      w.field("resumeToken", connection.resumeToken)
+      w.field("resumeToken", resumeToken)
       w.key("user")
       w.beginObject()
       w.field("uid", identity.uid)

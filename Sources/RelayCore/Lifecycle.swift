@@ -31,7 +31,7 @@ extension RelayCore {
     guard connection.uid != nil else { return }
     // §8: a lost connection's token stays valid while its state is held (grace), kept
     // by its `LostRecord` from here on.
-    if tokenOwners[connection.resumeToken] === connection { tokenOwners[connection.resumeToken] = nil }
+    if tokenOwners[connection.token] === connection { tokenOwners[connection.token] = nil }
   }
 
   // MARK: Deadlines

@@ -8,10 +8,10 @@ import RelayProtocol
 /// The deadlines of §5 and §8, carried by the single `DeadlineKind.liveness` case so
 /// the shared enum grows by one line.
 enum LivenessDeadline: Equatable {
-  /// Heartbeat check of one connection (its next ping is `Connection.pingDueMs`). It
+  /// Heartbeat check of one connection; `pingDueMs` is when its next ping is due. It
   /// holds the connection itself, so a check costs no lookup; a connection that is
   /// closed or closing no longer wants it.
-  case heartbeat(Connection)
+  case heartbeat(Connection, pingDueMs: Int64)
   /// The grace of a lost connection (its `LostRecord`) is over.
   case grace(record: UInt64)
   /// §5 idle countdown of a session: warning, then end. The generation names one
@@ -22,7 +22,7 @@ enum LivenessDeadline: Equatable {
 
   static func == (a: LivenessDeadline, b: LivenessDeadline) -> Bool {
     switch (a, b) {
-    case (.heartbeat(let x), .heartbeat(let y)): return x === y
+    case (.heartbeat(let x, let p), .heartbeat(let y, let q)): return x === y && p == q
     case (.grace(let x), .grace(let y)): return x == y
     case (.idleWarning(let x), .idleWarning(let y)): return x == y
     case (.idleEnd(let x), .idleEnd(let y)): return x == y
@@ -41,7 +41,7 @@ struct ParticipantKey: Hashable {
 struct LostRecord {
   let uid: String
   /// The connection's `resumeToken`: resume (§8) finds the held state by it.
-  let token: String
+  let token: ResumeToken
   /// Sessions whose participant went `lost` with this connection, in join order.
   let sessions: [String]
 }
@@ -56,7 +56,7 @@ struct IdleCountdown {
 /// only looked up, never iterated, so output order stays deterministic.
 struct LivenessState {
   var records: [UInt64: LostRecord] = [:]
-  var recordByToken: [String: UInt64] = [:]
+  var recordByToken: [ResumeToken: UInt64] = [:]
   /// Which record made a participant `lost`: a participant restored and lost again
   /// belongs to the newer record, and only that record's grace may time it out.
   var lostOwner: [ParticipantKey: UInt64] = [:]
@@ -90,8 +90,7 @@ extension RelayCore {
     if config.heartbeatTimeoutMs > 0 { next = min(next, lastInboundMs + config.heartbeatTimeoutMs) }
     let quantum = heartbeatQuantumMs
     if next < Int64.max - quantum { next = (next + quantum - 1) / quantum * quantum }
-    connection.pingDueMs = pingDueMs
-    deadlines.scheduleHeartbeat(at: next, connection)
+    deadlines.scheduleHeartbeat(at: next, connection, pingDueMs: pingDueMs)
   }
 
   /// A tenth of the shorter heartbeat setting, at most 1 000 ms: pings go out at most
@@ -104,14 +103,14 @@ extension RelayCore {
 
   /// A heartbeat check fired: lost if silent for `heartbeatTimeoutMs`, else ping if
   /// due, then re-arm from the latest inbound time (frames in between cost nothing).
-  func heartbeatDue(_ connection: Connection, at: Instant) {
+  func heartbeatDue(_ connection: Connection, pingDueMs: Int64, at: Instant) {
     guard connection.phase != .closing else { return }
     let now = at.monoMs
     if config.heartbeatTimeoutMs > 0, now - connection.lastInboundMonoMs >= config.heartbeatTimeoutMs {
       heartbeatTimedOut(connection, at: at)
       return
     }
-    var pingDue = connection.pingDueMs
+    var pingDue = pingDueMs
     if config.heartbeatIntervalMs > 0, now >= pingDue {
       effects.append(.ping(connection.id))
       pingDue = now + config.heartbeatIntervalMs
@@ -151,8 +150,8 @@ extension RelayCore {
       emit(session, "participant.lost", at: at) { w in w.field("uid", uid) }
     }
     connection.sessions.removeAll()
-    liveness.records[recordId] = LostRecord(uid: uid, token: connection.resumeToken, sessions: lostSessions)
-    liveness.recordByToken[connection.resumeToken] = recordId
+    liveness.records[recordId] = LostRecord(uid: uid, token: connection.token, sessions: lostSessions)
+    liveness.recordByToken[connection.token] = recordId
     let graceMs = connection.background ? config.backgroundGraceMs : config.graceMs
     deadlines.schedule(at: at.monoMs + graceMs, .liveness(.grace(record: recordId)))
   }
@@ -230,7 +229,7 @@ extension RelayCore {
 
   func isLivenessWanted(_ deadline: LivenessDeadline) -> Bool {
     switch deadline {
-    case .heartbeat(let connection):
+    case .heartbeat(let connection, _):
       // `closed` leaves a connection `.closing` too.
       return connection.phase != .closing
     case .grace(let record):
@@ -242,7 +241,7 @@ extension RelayCore {
 
   func fireLiveness(_ deadline: LivenessDeadline, at: Instant) {
     switch deadline {
-    case .heartbeat(let connection): heartbeatDue(connection, at: at)
+    case .heartbeat(let connection, let pingDueMs): heartbeatDue(connection, pingDueMs: pingDueMs, at: at)
     case .grace(let record): graceOver(record, at: at)
     case .idleWarning(let generation):
       if let id = liveness.idleSession[generation] { idleWarningDue(id, at: at) }

@@ -165,7 +165,7 @@ enum ConnectionsById: TableKeying {
 }
 
 enum ConnectionsByResumeToken: TableKeying {
-  static func key(of element: Connection) -> String { element.resumeToken }
+  static func key(of element: Connection) -> ResumeToken { element.token }
 }
 
 /// Connections that said hello, by user (a multimap: one user, several devices).

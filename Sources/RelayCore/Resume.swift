@@ -14,13 +14,15 @@ extension RelayCore {
   /// state is still held: the old connection is open, or it was lost and its grace
   /// has not ended. Unknown, foreign or expired tokens → false, nothing changes.
   func resumeHeldState(_ resume: ResumeRequest?, _ request: Request) -> Bool {
-    guard let resume, resumeTokenOwner(resume.token) == request.uid else { return false }
-    let old = openConnection(of: request.uid, token: resume.token, except: request.c)
-    let record = liveness.recordByToken[resume.token]
+    guard let resume else { return false }
+    let token = ResumeToken(resume.token)
+    guard resumeTokenOwner(token) == request.uid else { return false }
+    let old = openConnection(of: request.uid, token: token, except: request.c)
+    let record = liveness.recordByToken[token]
     guard old != nil || record != nil else { return false }
     // A resume token is spent once used; the new connection has its own.
-    tokenOwners[resume.token] = nil
-    liveness.recordByToken[resume.token] = nil
+    tokenOwners[token] = nil
+    liveness.recordByToken[token] = nil
     for entry in resume.sessions {
       reattach(entry.session, from: old, record: record, request)
     }
@@ -35,15 +37,15 @@ extension RelayCore {
 
   /// The uid a resume token was issued to, while it still works: its connection has
   /// not ended (or been resumed), or its `LostRecord` is within grace.
-  func resumeTokenOwner(_ token: String) -> String? {
+  func resumeTokenOwner(_ token: ResumeToken) -> String? {
     if let connection = tokenOwners[token] { return connection.uid }
     guard let id = liveness.recordByToken[token] else { return nil }
     return liveness.records[id]?.uid
   }
 
-  private func openConnection(of uid: String, token: String, except c: ConnectionID) -> Connection? {
+  private func openConnection(of uid: String, token: ResumeToken, except c: ConnectionID) -> Connection? {
     userConnections.elements(withKey: uid).first {
-      $0.id != c && $0.phase == .ready && $0.resumeToken == token
+      $0.id != c && $0.phase == .ready && $0.token == token
     }
   }
 

@@ -22,7 +22,7 @@ extension RelayCore {
   ) -> Int64 {
     session.seq += 1
     let payload = encodeEvent(type, session: session.id, seq: session.seq, wallMs: at.wallMs, body)
-    session.replay.record(RecordedEvent(seq: session.seq, atMonoMs: at.monoMs, body: compact ?? .payload(payload)))
+    session.replay.record(seq: session.seq, atMonoMs: at.monoMs, compact ?? .payload(payload))
     liveness.eventTap?(session.id, session.seq, payload)
     let recipients = session.connections(excluding: excluding)
     counters.deliveries += UInt64(recipients.count)

@@ -168,16 +168,15 @@ final class Connection {
   let id: ConnectionID
   /// The accepted `hello`'s identity (nil before `welcome`).
   var profile: Profile?
-  /// `welcome.resumeToken` (set at hello). `welcome.connectionId` is not kept: nothing
-  /// reads it after `welcome`.
-  var resumeToken = ""
   /// Sessions this connection is the member for, in join order (§7a: membership is
   /// per connection).
   var sessions = SmallList<String>()
   /// §5 liveness: monotonic ms of the last inbound frame.
   var lastInboundMonoMs: Int64
-  /// §5: when the next ping is due (read by the connection's heartbeat check).
-  var pingDueMs: Int64 = 0
+  /// `welcome.resumeToken` (set at hello). `welcome.connectionId` is not kept: nothing
+  /// reads it after `welcome`. Declared before the one-byte fields so they fill the
+  /// token's tail padding (the object stays within a 96-byte malloc chunk).
+  var token = ResumeToken.text("")
   var phase = ConnectionPhase.awaitingHello
   /// §5 last `client.background` value (selects `backgroundGraceMs`).
   var background = false
@@ -190,4 +189,5 @@ final class Connection {
   }
 
   var uid: String? { profile?.uid }
+  var resumeToken: String { token.string }
 }
