@@ -14,7 +14,6 @@ extension RelayCore {
     let publicId = ids.token(byteCount: 12)
     let resumeToken = ids.token(byteCount: 24)
     connection.token = ResumeToken(resumeToken)
-    tokenOwners.insert(connection)
     userConnections.append(connection)
     let resumed = resume(hello.resume, request)
     sendWelcome(request, publicId: publicId, resumeToken: resumeToken, resumed: resumed)

@@ -26,14 +26,6 @@ extension RelayCore {
     callsUserTimedOut(uid, at: at)
   }
 
-  /// Drops what only lived for this connection once the shell reports it gone.
-  func forget(_ connection: Connection) {
-    guard connection.uid != nil else { return }
-    // §8: a lost connection's token stays valid while its state is held (grace), kept
-    // by its `LostRecord` from here on.
-    if tokenOwners[connection.token] === connection { tokenOwners[connection.token] = nil }
-  }
-
   // MARK: Deadlines
 
   /// Whether a queued deadline still matters (lazy cancellation, see DeadlineKind).

@@ -164,7 +164,8 @@ extension RelayCore {
     guard let record = liveness.records.removeValue(forKey: recordId) else { return }
     if liveness.recordByToken[record.token] == recordId {
       liveness.recordByToken[record.token] = nil
-      tokenOwners[record.token] = nil  // the connection may not be `closed` yet
+      // Its connection may not be `closed` yet (a heartbeat drop in flight).
+      tokenHolder(record.token, of: record.uid)?.tokenSpent = true
     }
     for id in record.sessions {
       let key = ParticipantKey(session: id, uid: record.uid)

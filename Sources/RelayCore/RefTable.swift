@@ -1,5 +1,5 @@
-// The core's per-connection and per-member indexes (connections by id, users and
-// participants by uid, connections by resume token). A Swift Dictionary stores each
+// The core's per-connection and per-member indexes (connections by id, connections
+// and participants by uid). A Swift Dictionary stores each
 // key next to its value and runs at most 3/4 full, so `[String: Participant]` costs
 // 24–48 bytes per entry; the key is already inside the element, so this table stores
 // only the reference (8 bytes per slot). Lookups only: nothing ever iterates it, so
@@ -95,14 +95,19 @@ struct RefTable<Keying: TableKeying> {
 
   /// Whether an element with this key satisfies `predicate` (multimap use).
   func contains(key: Key, where predicate: (Element) -> Bool) -> Bool {
-    guard count > 0 else { return false }
+    first(key: key, where: predicate) != nil
+  }
+
+  /// The first element, in insertion order, with this key that satisfies `predicate`.
+  func first(key: Key, where predicate: (Element) -> Bool) -> Element? {
+    guard count > 0 else { return nil }
     let mask = slots.count - 1
     var i = home(key)
     while let element = slots[i] {
-      if Keying.key(of: element) == key && predicate(element) { return true }
+      if Keying.key(of: element) == key && predicate(element) { return element }
       i = (i + 1) & mask
     }
-    return false
+    return nil
   }
 
   /// Removes this very element (multimap use).
@@ -162,10 +167,6 @@ struct RefTable<Keying: TableKeying> {
 
 enum ConnectionsById: TableKeying {
   static func key(of element: Connection) -> ConnectionID { element.id }
-}
-
-enum ConnectionsByResumeToken: TableKeying {
-  static func key(of element: Connection) -> ResumeToken { element.token }
 }
 
 /// Connections that said hello, by user (a multimap: one user, several devices).

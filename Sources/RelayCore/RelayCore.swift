@@ -33,10 +33,6 @@ public final class RelayCore {
   /// call that granted them is purged.
   var grantedSessions: [String: Set<String>] = [:]
   var sessions: [String: Session] = [:]
-  /// Connections whose `resumeToken` still works (§8: valid only for the user it was
-  /// issued to). A lost connection's token lives on in `liveness.recordByToken` for its
-  /// grace; `resumeTokenOwner` reads both.
-  var tokenOwners = RefTable<ConnectionsByResumeToken>()
   var deadlines = DeadlineQueue()
   /// §5 lost records, grace and idle countdowns; §8 held state (Liveness.swift).
   var liveness = LivenessState()
@@ -92,13 +88,13 @@ public final class RelayCore {
   public func closed(_ c: ConnectionID, clean: Bool, at: Instant) {
     guard let connection = connections.removeValue(forKey: c) else { return }
     // Gone from both tables at once: a closed connection speaks for no user, also
-    // while its sessions are left below.
+    // while its sessions are left below, and its resume token now works only through
+    // a `LostRecord` (§8 grace).
     if connection.uid != nil { userConnections.remove(connection) }
     counters.connections -= 1
     if connection.phase != .closing {
       if clean { detachLeaving(connection, at: at) } else { connectionLost(connection, at: at) }
     }
-    forget(connection)
     callsConnectionClosed(connection, clean: clean, at: at)
     // Its heartbeat check still refers to it (lazy cancellation): gone reads as closing.
     connection.phase = .closing

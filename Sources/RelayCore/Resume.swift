@@ -16,12 +16,13 @@ extension RelayCore {
   func resumeHeldState(_ resume: ResumeRequest?, _ request: Request) -> Bool {
     guard let resume else { return false }
     let token = ResumeToken(resume.token)
-    guard resumeTokenOwner(token) == request.uid else { return false }
-    let old = openConnection(of: request.uid, token: token, except: request.c)
+    let holder = tokenHolder(token, of: request.uid)
     let record = liveness.recordByToken[token]
+    guard holder != nil || record.flatMap({ liveness.records[$0]?.uid }) == request.uid else { return false }
+    let old = holder.flatMap { $0.phase == .ready && $0.id != request.c ? $0 : nil }
     guard old != nil || record != nil else { return false }
     // A resume token is spent once used; the new connection has its own.
-    tokenOwners[token] = nil
+    holder?.tokenSpent = true
     liveness.recordByToken[token] = nil
     for entry in resume.sessions {
       reattach(entry.session, from: old, record: record, request)
@@ -35,18 +36,13 @@ extension RelayCore {
     return true
   }
 
-  /// The uid a resume token was issued to, while it still works: its connection has
-  /// not ended (or been resumed), or its `LostRecord` is within grace.
-  func resumeTokenOwner(_ token: ResumeToken) -> String? {
-    if let connection = tokenOwners[token] { return connection.uid }
-    guard let id = liveness.recordByToken[token] else { return nil }
-    return liveness.records[id]?.uid
-  }
-
-  private func openConnection(of uid: String, token: ResumeToken, except c: ConnectionID) -> Connection? {
-    userConnections.elements(withKey: uid).first {
-      $0.id != c && $0.phase == .ready && $0.token == token
-    }
+  /// The connection of `uid` whose resume token this is, while the token works
+  /// there: not closed (or closing, until `closed`) and not spent. A token also works
+  /// through its `LostRecord` during grace. A token is only ever good for the user it
+  /// was issued to (§8), so looking among that user's few connections is the whole
+  /// index: no table of tokens is kept.
+  func tokenHolder(_ token: ResumeToken, of uid: String) -> Connection? {
+    userConnections.first(key: uid) { $0.token == token && !$0.tokenSpent }
   }
 
   /// Moves the user's participant in `id` to the new connection if this resume holds

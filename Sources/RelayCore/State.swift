@@ -178,6 +178,8 @@ final class Connection {
   /// token's tail padding (the object stays within a 96-byte malloc chunk).
   var token = ResumeToken.text("")
   var phase = ConnectionPhase.awaitingHello
+  /// §8: the token was used by a resume, or its lost state's grace ended.
+  var tokenSpent = false
   /// §5 last `client.background` value (selects `backgroundGraceMs`).
   var background = false
   /// §2 consecutive bad messages (the limit closes the connection long before 2³¹).
