@@ -1,7 +1,9 @@
 // One structure for every timer of every connection, session and call (DESIGN.md,
-// "The hot path": idle connections cost no per-tick work). Two lanes share one
+// "The hot path": idle connections cost no per-tick work). Three lanes share one
 // scheduling counter, so together they fire in exactly (time, scheduling order):
-// - a binary min-heap keyed by monotonic ms for hello, grace, idle and call timers;
+// - a binary min-heap keyed by monotonic ms for grace, idle and call timers;
+// - a FIFO for §1 hello timeouts: upgrade time + a fixed timeout arrive in time order,
+//   so they need no heap, and an entry is 24 bytes instead of a heap entry's 40;
 // - a bucket wheel for §5 heartbeat checks, the one timer every connection always has.
 //   Checks are rounded to a quantum (Liveness.swift), so each bucket holds one instant
 //   and is filled in scheduling order: filing is an append, firing a linear scan, with
@@ -35,33 +37,50 @@ struct DeadlineQueue {
   private(set) var heap: [Deadline] = []
   private var nextOrder: UInt64 = 0
   private var wheel = HeartbeatWheel()
+  private var hellos = HelloLane()
 
-  var isEmpty: Bool { heap.isEmpty && wheel.count == 0 }
-  /// Queued entries of both lanes, moot ones not yet discarded included.
-  var count: Int { heap.count + wheel.count }
+  var isEmpty: Bool { count == 0 }
+  /// Queued entries of all lanes, moot ones not yet discarded included.
+  var count: Int { heap.count + wheel.count + hellos.count }
 
-  /// The earliest deadline of either lane.
+  private enum Lane { case heap, wheel, hellos }
+
+  /// The lane holding the earliest deadline (compares keys only: no copies).
+  private var firstLane: (lane: Lane, atMonoMs: Int64)? {
+    var best: (lane: Lane, atMonoMs: Int64, order: UInt64)?
+    func consider(_ lane: Lane, _ key: (atMonoMs: Int64, order: UInt64)?) {
+      guard let key else { return }
+      if let b = best, b.atMonoMs != key.atMonoMs ? b.atMonoMs < key.atMonoMs : b.order < key.order { return }
+      best = (lane, key.atMonoMs, key.order)
+    }
+    consider(.heap, heap.isEmpty ? nil : (heap[0].atMonoMs, heap[0].order))
+    consider(.wheel, wheel.firstKey)
+    consider(.hellos, hellos.firstKey)
+    return best.map { ($0.lane, $0.atMonoMs) }
+  }
+
+  /// The earliest deadline of any lane.
   var first: Deadline? {
-    if wheelFirst { return wheel.first }
-    return heap.first
-  }
-
-  /// Whether the earliest deadline is the wheel's (compares keys only: no copies).
-  private var wheelFirst: Bool {
-    guard let (atMonoMs, order) = wheel.firstKey else { return false }
-    guard !heap.isEmpty else { return true }
-    let top = heap[0].atMonoMs
-    return atMonoMs != top ? atMonoMs < top : order < heap[0].order
-  }
-
-  private var firstMonoMs: Int64? {
-    wheelFirst ? wheel.firstKey?.atMonoMs : heap.first?.atMonoMs
+    switch firstLane?.lane {
+    case nil: return nil
+    case .heap: return heap.first
+    case .wheel: return wheel.first
+    case .hellos: return hellos.first
+    }
   }
 
   mutating func schedule(at monoMs: Int64, _ kind: DeadlineKind) {
     heap.append(Deadline(atMonoMs: monoMs, order: nextOrder, kind: kind))
     nextOrder += 1
     siftUp(heap.count - 1)
+  }
+
+  /// §1 hello timeout of `c`. In the FIFO when not earlier than the last one there
+  /// (always, with a monotonic clock and one timeout); otherwise in the heap.
+  mutating func scheduleHello(at monoMs: Int64, _ c: ConnectionID) {
+    guard hellos.accepts(monoMs) else { return schedule(at: monoMs, .hello(c)) }
+    hellos.append(HelloLane.Entry(atMonoMs: monoMs, order: nextOrder, connection: c))
+    nextOrder += 1
   }
 
   /// Files the §5 heartbeat check of `connection` at `monoMs`, which must be a
@@ -73,18 +92,23 @@ struct DeadlineQueue {
 
   /// Removes and returns the earliest deadline if it is due at `nowMonoMs`.
   mutating func popDue(_ nowMonoMs: Int64) -> Deadline? {
-    guard let at = firstMonoMs, at <= nowMonoMs else { return nil }
+    guard let (_, at) = firstLane, at <= nowMonoMs else { return nil }
     return popFirst()
   }
 
   @discardableResult
   mutating func popFirst() -> Deadline? {
-    if wheelFirst { return wheel.popFirst() }
-    guard !heap.isEmpty else { return nil }
-    heap.swapAt(0, heap.count - 1)
-    let top = heap.removeLast()
-    if !heap.isEmpty { siftDown(0) }
-    return top
+    switch firstLane?.lane {
+    case nil: return nil
+    case .wheel: return wheel.popFirst()
+    case .hellos: return hellos.popFirst()
+    case .heap:
+      heap.swapAt(0, heap.count - 1)
+      let top = heap.removeLast()
+      if !heap.isEmpty { siftDown(0) }
+      shrinkIfSparse(&heap)
+      return top
+    }
   }
 
   private mutating func siftUp(_ start: Int) {
@@ -198,4 +222,58 @@ struct HeartbeatWheel {
     }
     return deadline
   }
+}
+
+/// §1 hello timeouts in time order.
+struct HelloLane {
+  struct Entry {
+    let atMonoMs: Int64
+    let order: UInt64
+    let connection: ConnectionID
+  }
+
+  private var entries: [Entry] = []
+  private var head = 0
+
+  var count: Int { entries.count - head }
+
+  func accepts(_ monoMs: Int64) -> Bool { entries.last.map { $0.atMonoMs <= monoMs } ?? true }
+
+  mutating func append(_ entry: Entry) { entries.append(entry) }
+
+  var firstKey: (atMonoMs: Int64, order: UInt64)? {
+    head < entries.count ? (entries[head].atMonoMs, entries[head].order) : nil
+  }
+
+  var first: Deadline? {
+    guard head < entries.count else { return nil }
+    let entry = entries[head]
+    return Deadline(atMonoMs: entry.atMonoMs, order: entry.order, kind: .hello(entry.connection))
+  }
+
+  mutating func popFirst() -> Deadline? {
+    guard let deadline = first else { return nil }
+    head += 1
+    if head == entries.count {
+      entries.removeAll(keepingCapacity: true)
+      head = 0
+      shrinkIfSparse(&entries)
+    } else if head >= 64 && head * 2 >= entries.count {
+      entries.removeFirst(head)
+      head = 0
+      shrinkIfSparse(&entries)
+    }
+    return deadline
+  }
+}
+
+/// Arrays never give capacity back on their own: after a burst (a reconnect storm
+/// opens thousands of connections at once) the queue would keep its peak size for
+/// the life of the process. Reallocates at a quarter full, to half full.
+func shrinkIfSparse<T>(_ array: inout [T]) {
+  guard array.capacity > 1_024, array.count * 4 < array.capacity else { return }
+  var smaller: [T] = []
+  smaller.reserveCapacity(array.count * 2)
+  smaller.append(contentsOf: array)
+  array = smaller
 }

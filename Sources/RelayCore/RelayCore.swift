@@ -61,7 +61,7 @@ public final class RelayCore {
     let connection = Connection(id: c, at: at)
     connections[c] = connection
     counters.connections += 1
-    deadlines.schedule(at: at.monoMs + config.helloTimeoutMs, .hello(c))
+    deadlines.scheduleHello(at: at.monoMs + config.helloTimeoutMs, c)
     startHeartbeat(connection, at: at)
   }
 
