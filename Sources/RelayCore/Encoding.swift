@@ -8,12 +8,12 @@ extension JSONWriter {
     participant(p.profile, joinedAt: p.joinedAtWallMs, status: p.status)
   }
 
-  mutating func participant(_ identity: Profile, joinedAt: Int64, status: ParticipantStatus) {
+  mutating func participant(_ profile: Profile, joinedAt: Int64, status: ParticipantStatus) {
     beginObject()
-    field("uid", identity.uid)
-    field("name", identity.name)
-    optionalField("avatar", identity.avatar)
-    field("role", identity.role.rawValue)
+    field("uid", profile.uid)
+    field("name", profile.name)
+    optionalField("avatar", profile.avatar)
+    field("role", profile.role.rawValue)
     field("joinedAt", joinedAt)
     field("status", status.rawValue)
     endObject()

@@ -161,7 +161,7 @@ public final class RelayCore {
   /// reach `maxBadMessages`.
   func rejectBadMessage(_ connection: Connection, _ error: CommandError, at: Instant) {
     sendError(connection.id, code: error.code, message: error.message, re: error.re)
-    connection.badMessages += 1
+    if connection.badMessages < Int32.max { connection.badMessages += 1 }
     if Int(connection.badMessages) >= config.maxBadMessages {
       close(connection, code: CloseCode.tooManyBadMessages, reason: "too many bad messages", at: at)
     }

@@ -93,8 +93,9 @@ extension RelayCore {
     // §2: the joiner's own participant.joined is folded into its snapshot.
     let profile = participant.profile
     let wallMs = request.at.wallMs
-    emit(session, "participant.joined", at: request.at, excluding: request.c, recordAs: .joined(profile, wallMs: wallMs)) {
-      w in w.joinedParticipant(profile, wallMs: wallMs)
+    let compact = RecordedBody.joined(profile, wallMs: wallMs)
+    emit(session, "participant.joined", at: request.at, excluding: request.c, recordAs: compact) { w in
+      w.joinedParticipant(profile, wallMs: wallMs)
     }
   }
 

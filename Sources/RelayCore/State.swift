@@ -1,4 +1,6 @@
-// The core's state: connections, users, sessions and their participants (§3–§7a).
+// The core's state: connections, sessions, their participants and the identity
+// records they share (§3–§7a). Laid out for memory per idle member (issue 6): shared
+// rather than copied, inline where a list is nearly always 0 or 1 long.
 // Reference types because the core mutates them in place through several tables;
 // every collection that reaches output is iterated in insertion order.
 import RelayProtocol
@@ -13,6 +15,7 @@ enum ParticipantStatus: String {
 /// the participants it joined as, and the replay log's `participant.joined` entries
 /// all point at the same record instead of each copying uid, name, avatar and role
 /// (issue 6: memory per idle member).
+///
 /// Only what the core reads: the token's `exp` is checked at hello and not kept.
 final class Profile {
   let uid: String
@@ -159,7 +162,8 @@ enum ConnectionPhase {
   case awaitingHello
   /// `welcome` sent.
   case ready
-  /// The core asked the shell to close it; further input is ignored.
+  /// The core asked the shell to close it, or the shell reported it closed (its
+  /// heartbeat check may still hold it); further input is ignored.
   case closing
 }
 
@@ -182,7 +186,7 @@ final class Connection {
   var tokenSpent = false
   /// §5 last `client.background` value (selects `backgroundGraceMs`).
   var background = false
-  /// §2 consecutive bad messages (the limit closes the connection long before 2³¹).
+  /// §2 consecutive bad messages (saturating; the limit closes the connection first).
   var badMessages: Int32 = 0
 
   init(id: ConnectionID, at: Instant) {
@@ -191,5 +195,6 @@ final class Connection {
   }
 
   var uid: String? { profile?.uid }
+  /// For tests and tools.
   var resumeToken: String { token.string }
 }
