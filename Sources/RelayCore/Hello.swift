@@ -9,11 +9,10 @@ extension RelayCore {
       throw Refusal(.conflict, "hello was already accepted on this connection")
     }
     guard let identity = try authenticate(hello, request) else { return }
-    connection.profile = Profile(identity)
-    connection.phase = .ready
     let publicId = ids.token(byteCount: 12)
     let resumeToken = ids.token(byteCount: 24)
-    connection.token = ResumeToken(resumeToken)
+    connection.profile = Profile(identity, token: ResumeToken(resumeToken))
+    connection.phase = .ready
     userConnections.append(connection)
     let resumed = resume(hello.resume, request)
     sendWelcome(request, publicId: publicId, resumeToken: resumeToken, resumed: resumed)

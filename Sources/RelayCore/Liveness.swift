@@ -134,7 +134,8 @@ extension RelayCore {
   /// (recorded, so a resume replays it to the user itself). Grace starts: `graceMs`,
   /// or `backgroundGraceMs` after `client.background {true}`.
   func markLost(_ connection: Connection, at: Instant) {
-    guard let uid = connection.uid else { return }
+    guard let profile = connection.profile else { return }
+    let uid = profile.uid
     let recordId = liveness.nextRecord
     liveness.nextRecord += 1
     var lostSessions: [String] = []
@@ -150,8 +151,8 @@ extension RelayCore {
       emit(session, "participant.lost", at: at) { w in w.field("uid", uid) }
     }
     connection.sessions.removeAll()
-    liveness.records[recordId] = LostRecord(uid: uid, token: connection.token, sessions: lostSessions)
-    liveness.recordByToken[connection.token] = recordId
+    liveness.records[recordId] = LostRecord(uid: uid, token: profile.token, sessions: lostSessions)
+    liveness.recordByToken[profile.token] = recordId
     let graceMs = connection.background ? config.backgroundGraceMs : config.graceMs
     deadlines.schedule(at: at.monoMs + graceMs, .liveness(.grace(record: recordId)))
   }

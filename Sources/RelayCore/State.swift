@@ -16,19 +16,24 @@ enum ParticipantStatus: String {
 /// all point at the same record instead of each copying uid, name, avatar and role
 /// (issue 6: memory per idle member).
 ///
-/// Only what the core reads: the token's `exp` is checked at hello and not kept.
+/// Only what the core reads: the token's `exp` is checked at hello and not kept. The
+/// hello's resume token lives here rather than in the Connection: the Connection
+/// would need a 112-byte malloc chunk for it, while the Profile takes it for +16.
 final class Profile {
   let uid: String
   let name: String
   let avatar: String?
   let sessions: SessionGrant
+  /// `welcome.resumeToken` (§8).
+  let token: ResumeToken
   let role: Role
 
-  init(_ identity: Identity) {
+  init(_ identity: Identity, token: ResumeToken) {
     uid = identity.uid
     name = identity.name
     avatar = identity.avatar
     sessions = identity.sessions
+    self.token = token
     role = identity.role
   }
 }
@@ -177,12 +182,9 @@ final class Connection {
   var sessions = SmallList<String>()
   /// §5 liveness: monotonic ms of the last inbound frame.
   var lastInboundMonoMs: Int64
-  /// `welcome.resumeToken` (set at hello). `welcome.connectionId` is not kept: nothing
-  /// reads it after `welcome`. Declared before the one-byte fields so they fill the
-  /// token's tail padding (the object stays within a 96-byte malloc chunk).
-  var token = ResumeToken.text("")
   var phase = ConnectionPhase.awaitingHello
-  /// §8: the token was used by a resume, or its lost state's grace ended.
+  /// §8: the resume token (`profile.token`) was used by a resume, or its lost state's
+  /// grace ended.
   var tokenSpent = false
   /// §5 last `client.background` value (selects `backgroundGraceMs`).
   var background = false
@@ -195,6 +197,9 @@ final class Connection {
   }
 
   var uid: String? { profile?.uid }
+  /// `welcome.resumeToken`, set at hello. (`welcome.connectionId` is not kept: nothing
+  /// reads it after `welcome`.)
+  var token: ResumeToken? { profile?.token }
   /// For tests and tools.
-  var resumeToken: String { token.string }
+  var resumeToken: String { token?.string ?? "" }
 }

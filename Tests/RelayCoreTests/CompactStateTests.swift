@@ -184,7 +184,7 @@ enum KeyedByKey: TableKeying {
     _ = h.out()
     let token = h.resumeToken(of: 2)
     #expect(token.utf8.count == 32)
-    guard case .packed = h.core.connections[ConnectionID(2)]!.token else {
+    guard case .packed? = h.core.connections[ConnectionID(2)]!.token else {
       Issue.record("token not packed")
       return
     }
