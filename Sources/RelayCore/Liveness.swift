@@ -143,8 +143,7 @@ extension RelayCore {
       guard let session = sessions[id], let participant = session[uid],
         participant.connection == connection.id
       else { continue }
-      setConnection(participant, in: session, nil)
-      participant.status = .lost
+      setConnection(participant, in: session, nil)  // now `lost`
       liveness.lostOwner[ParticipantKey(session: id, uid: uid)] = recordId
       lostSessions.append(id)
       counters.lost += 1

@@ -67,8 +67,7 @@ extension RelayCore {
       liveness.lostOwner[ParticipantKey(session: id, uid: request.uid)] == record
     else { return }
     liveness.lostOwner[ParticipantKey(session: id, uid: request.uid)] = nil
-    setConnection(participant, in: session, request.c)
-    participant.status = .connected
+    setConnection(participant, in: session, request.c)  // `connected` again
     connection.sessions.append(id)
     counters.restored += 1
     emit(session, "participant.restored", at: request.at, excluding: request.c) { w in

@@ -107,11 +107,11 @@ extension RelayCore {
       oldConnection.sessions.removeAll { $0 == session.id }
       sendSessionLeft(session.id, to: old, reason: "replaced")
     }
-    session.attach(participant, to: request.c)
+    let wasLost = participant.status == .lost
+    session.attach(participant, to: request.c)  // `connected` from here on
     request.connection.sessions.append(session.id)
     participant.profile = request.profile
-    if participant.status == .lost {
-      participant.status = .connected
+    if wasLost {
       counters.restored += 1
       emit(session, "participant.restored", at: request.at, excluding: request.c) { w in
         w.field("uid", participant.uid)

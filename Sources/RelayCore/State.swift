@@ -38,37 +38,45 @@ final class Profile {
   }
 }
 
-/// One user in one session (§6: one user is one participant per session).
+/// One user in one session (§6: one user is one participant per session). Three words
+/// after the object header, so one 48-byte malloc chunk: the rate windows live in the
+/// session's side table, and status is not stored (see `status`).
 final class Participant {
   /// The identity of the connection that joined (or took over) last: `name`, `avatar`
   /// and `role` follow it (§6 takeover).
   var profile: Profile
   let joinedAtWallMs: Int64
-  /// The connection that joined (nil while lost, §5). Change it only through
-  /// `Session.attach`/`detach`, which keep the fan-out list current.
-  fileprivate(set) var connection: ConnectionID?
-  var status = ParticipantStatus.connected
-  /// §7 and §7a rate windows, created on the first raise/lower or message: most
-  /// members never use them, and two empty windows inline would cost 64 bytes each.
-  private var rates: RateWindows?
+  /// `connection`'s raw value, `noConnection` while lost (an Optional would take a
+  /// ninth byte and the object a 64-byte chunk).
+  private var connectionRaw: UInt64
+  private static let noConnection = UInt64.max
 
   init(profile: Profile, connection: ConnectionID, at: Instant) {
+    precondition(connection.raw != Self.noConnection, "connection id reserved")
     self.profile = profile
     joinedAtWallMs = at.wallMs
-    self.connection = connection
+    connectionRaw = connection.raw
   }
+
+  /// The connection that joined (nil while lost, §5). Change it only through
+  /// `Session.attach`/`detach`, which keep the fan-out list current.
+  var connection: ConnectionID? {
+    connectionRaw == Self.noConnection ? nil : ConnectionID(connectionRaw)
+  }
+
+  fileprivate func setConnection(_ c: ConnectionID?) {
+    precondition(c?.raw != Self.noConnection, "connection id reserved")
+    connectionRaw = c?.raw ?? Self.noConnection
+  }
+
+  /// §5: a participant is `lost` exactly while it has no connection — every path that
+  /// detaches one marks it lost, and every path that attaches one restores it.
+  var status: ParticipantStatus { connection == nil ? .lost : .connected }
 
   var uid: String { profile.uid }
   var name: String { profile.name }
   var avatar: String? { profile.avatar }
   var role: Role { profile.role }
-
-  func windows(_ config: CoreConfig) -> RateWindows {
-    if let rates { return rates }
-    let created = RateWindows(config)
-    rates = created
-    return created
-  }
 }
 
 /// A participant's sliding windows (§7 raise/lower, §7a messages).
@@ -143,18 +151,32 @@ final class Session {
   func remove(_ uid: String) {
     guard let removed = byUid.removeValue(forKey: uid) else { return }
     members.removeAll { $0 === removed }
+    rates[uid] = nil
     recipients = nil
   }
 
-  /// Points the participant at a (new) connection: join takeover, resume.
+  /// §7 and §7a rate windows by uid, created on a participant's first raise/lower or
+  /// message: most members never use them. Dropped with the participant, so a user
+  /// who leaves and joins again starts afresh, as a new participant.
+  private var rates: [String: RateWindows] = [:]
+
+  func windows(of participant: Participant, _ config: CoreConfig) -> RateWindows {
+    if let existing = rates[participant.uid] { return existing }
+    let created = RateWindows(config)
+    rates[participant.uid] = created
+    return created
+  }
+
+  /// Points the participant at a (new) connection, which also makes it `connected`:
+  /// join takeover, resume.
   func attach(_ participant: Participant, to c: ConnectionID) {
-    participant.connection = c
+    participant.setConnection(c)
     recipients = nil
   }
 
-  /// The participant keeps its place but has no connection (§5 lost).
+  /// The participant keeps its place but has no connection: `lost` (§5).
   func detach(_ participant: Participant) {
-    participant.connection = nil
+    participant.setConnection(nil)
     recipients = nil
   }
 
