@@ -13,7 +13,7 @@ protocol TableKeying {
 }
 
 /// Open addressing with linear probing and backward-shift deletion (no tombstones),
-/// power-of-two capacity, at most 3/4 full; shrinks after mass removals so memory
+/// at most 3/4 full; shrinks after mass removals so memory
 /// follows the number of connections back down.
 ///
 /// Used as a multimap (`append`, `elements(withKey:)`), it keeps the elements of one
@@ -29,15 +29,24 @@ struct RefTable<Keying: TableKeying> {
 
   var isEmpty: Bool { count == 0 }
 
-  private func home(_ key: Key) -> Int { key.hashValue & (slots.count - 1) }
+  /// Maps the hash onto 0..<capacity by its high bits (multiply-shift), so the
+  /// capacity need not be a power of two.
+  private func home(_ key: Key) -> Int {
+    Int(UInt64(UInt(bitPattern: key.hashValue)).multipliedFullWidth(by: UInt64(slots.count)).high)
+  }
+
+  private func after(_ i: Int) -> Int { i + 1 == slots.count ? 0 : i + 1 }
+
+  /// Grows by half: tables then run between 1/2 and 3/4 full instead of a power of
+  /// two's 3/8 to 3/4, about an eighth fewer slot bytes on average.
+  private var grown: Int { Swift.max(8, slots.count + slots.count / 2) }
 
   private func index(of key: Key) -> Int? {
     guard count > 0 else { return nil }
-    let mask = slots.count - 1
     var i = home(key)
     while let element = slots[i] {
       if Keying.key(of: element) == key { return i }
-      i = (i + 1) & mask
+      i = after(i)
     }
     return nil
   }
@@ -61,21 +70,20 @@ struct RefTable<Keying: TableKeying> {
       slots[i] = element
       return
     }
-    if (count + 1) * 4 > slots.count * 3 { resize(to: Swift.max(8, slots.count * 2)) }
+    if (count + 1) * 4 > slots.count * 3 { resize(to: grown) }
     place(element)
     count += 1
   }
 
   private mutating func place(_ element: Element) {
-    let mask = slots.count - 1
     var i = home(Keying.key(of: element))
-    while slots[i] != nil { i = (i + 1) & mask }
+    while slots[i] != nil { i = after(i) }
     slots[i] = element
   }
 
   /// Adds the element even if others have the same key (multimap use).
   mutating func append(_ element: Element) {
-    if (count + 1) * 4 > slots.count * 3 { resize(to: Swift.max(8, slots.count * 2)) }
+    if (count + 1) * 4 > slots.count * 3 { resize(to: grown) }
     place(element)
     count += 1
   }
@@ -84,11 +92,10 @@ struct RefTable<Keying: TableKeying> {
   func elements(withKey key: Key) -> [Element] {
     var found: [Element] = []
     guard count > 0 else { return found }
-    let mask = slots.count - 1
     var i = home(key)
     while let element = slots[i] {
       if Keying.key(of: element) == key { found.append(element) }
-      i = (i + 1) & mask
+      i = after(i)
     }
     return found
   }
@@ -101,11 +108,10 @@ struct RefTable<Keying: TableKeying> {
   /// The first element, in insertion order, with this key that satisfies `predicate`.
   func first(key: Key, where predicate: (Element) -> Bool) -> Element? {
     guard count > 0 else { return nil }
-    let mask = slots.count - 1
     var i = home(key)
     while let element = slots[i] {
       if Keying.key(of: element) == key && predicate(element) { return element }
-      i = (i + 1) & mask
+      i = after(i)
     }
     return nil
   }
@@ -113,14 +119,13 @@ struct RefTable<Keying: TableKeying> {
   /// Removes this very element (multimap use).
   mutating func remove(_ element: Element) {
     guard count > 0 else { return }
-    let mask = slots.count - 1
     var i = home(Keying.key(of: element))
     while let candidate = slots[i] {
       if candidate === element {
         remove(at: i)
         return
       }
-      i = (i + 1) & mask
+      i = after(i)
     }
   }
 
@@ -137,9 +142,8 @@ struct RefTable<Keying: TableKeying> {
     count -= 1
     // Backward shift: pull later members of the probe run into the hole unless their
     // home lies cyclically after the hole (then they are still reachable).
-    let mask = slots.count - 1
     var hole = found
-    var i = (found + 1) & mask
+    var i = after(found)
     while let element = slots[i] {
       let h = home(Keying.key(of: element))
       let reachable = hole <= i ? (hole < h && h <= i) : (hole < h || h <= i)
@@ -148,7 +152,7 @@ struct RefTable<Keying: TableKeying> {
         slots[i] = nil
         hole = i
       }
-      i = (i + 1) & mask
+      i = after(i)
     }
     if slots.count > 16 && count * 8 < slots.count { resize(to: slots.count / 2) }
     return removed
