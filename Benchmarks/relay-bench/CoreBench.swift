@@ -22,6 +22,7 @@ enum CoreBench {
     let perMember = Double(relay_live_bytes() - before) / Double(members)
     withExtendedLifetime(held) {}
     print("  heap held by the core per joined member (hello + join, 1 000 in one session): \(fmt(perMember, 0)) B")
+    breakdown()
     let (allocsPerEvent, bytesPerDelivery) = allocationsPerFanOut(events: 2000)
     print("  message.send fan-out: \(fmt(allocsPerEvent, 1)) allocations per event, \(fmt(bytesPerDelivery, 2)) bytes allocated per delivery")
   }
@@ -32,6 +33,59 @@ enum CoreBench {
       n += 1
       return "id\(n)"
     }
+  }
+
+  /// Production-shaped ids: URL-safe base64 of `byteCount` bytes (16 and 32 characters
+  /// for the connection id and the resume token), so long strings cost what they do in
+  /// the relay. Deterministic, so runs compare.
+  final class LongIds: IdentifierSource {
+    var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    func token(byteCount: Int) -> String {
+      var out: [UInt8] = []
+      for _ in 0..<((byteCount * 8 + 5) / 6) {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        out.append(Self.alphabet[Int(state >> 58)])
+      }
+      return String(decoding: out, as: UTF8.self)
+    }
+  }
+
+  /// Where the bytes per member go: after `open`, after `hello`, after `join`, at two
+  /// sizes (sessions of 1 000), with short ids (as above) and production-length ones.
+  static func breakdown() {
+    for (label, long) in [("short ids", false), ("production-length ids", true)] {
+      for n in [1_000, 10_000] {
+        let (open, hello, join) = phases(members: n, ids: long ? LongIds() : Ids())
+        print(
+          "    \(n) members, \(label): \(fmt(open + hello + join, 0)) B per member "
+            + "(open \(fmt(open, 0)), hello \(fmt(hello, 0)), join \(fmt(join, 0)))")
+      }
+    }
+  }
+
+  static func phases(members n: Int, ids: any IdentifierSource) -> (Double, Double, Double) {
+    let base = relay_live_bytes()
+    let core = RelayCore(config: CoreConfig(devMode: true, serverVersion: "bench"), ids: ids, verifyToken: { _, _ in nil })
+    let at = Instant(monoMs: 1_000, wallMs: 1_700_000_001_000)
+    let hellos = (0..<n).map { Array(#"{"type":"hello","dev":{"uid":"u\#($0)","name":"User \#($0)"}}"#.utf8) }
+    let joins = (0..<n).map { Array(#"{"type":"session.join","session":"room\#($0 / 1000)"}"#.utf8) }
+    let start = relay_live_bytes()
+    for i in 0..<n { core.open(ConnectionID(UInt64(i + 1)), at: at) }
+    let opened = relay_live_bytes()
+    for i in 0..<n {
+      core.receive(ConnectionID(UInt64(i + 1)), text: hellos[i], at: at)
+      _ = core.takeEffects()
+    }
+    let welcomed = relay_live_bytes()
+    for i in 0..<n {
+      core.receive(ConnectionID(UInt64(i + 1)), text: joins[i], at: at)
+      _ = core.takeEffects()
+    }
+    let joined = relay_live_bytes()
+    withExtendedLifetime((core, hellos, joins, base)) {}
+    let m = Double(n)
+    return (Double(opened - start) / m, Double(welcomed - opened) / m, Double(joined - welcomed) / m)
   }
 
   static func populated() -> (RelayCore, Int64) {

@@ -90,7 +90,7 @@ extension RelayCore {
     calls.calls[call.id] = call
     calls.stats.initiated += 1
     // §3: the caller may join the call's session whatever its `sessions` claim says.
-    user(request.uid).grantedSessions.insert(call.sessionId)
+    grant(call.sessionId, to: request.uid)
     if let id = request.id {
       sendPersonal(request.c, type: "ok", re: id) { w in
         w.field("callId", call.id)
@@ -171,7 +171,7 @@ extension RelayCore {
     if call.acceptedAtMonoMs == nil { call.acceptedAtMonoMs = at.monoMs }
     calls.stats.outcomes["accepted", default: 0] += 1
     // §3: an accepter may join the call's session whatever its `sessions` claim says.
-    user(callee.uid).grantedSessions.insert(call.sessionId)
+    grant(call.sessionId, to: callee.uid)
     let accepted = makeMessage(type: "call.accepted") { w in
       w.field("callId", call.id)
       w.field("uid", callee.uid)
@@ -284,7 +284,7 @@ extension RelayCore {
   /// lost connection is dropped (and so closing) the moment it is declared lost, so a
   /// lost user counts as offline here (§5) without a separate check.
   func ringableConnections(of uid: String) -> [ConnectionID] {
-    (users[uid]?.connections ?? []).filter(isReady)
+    userConnections.elements(withKey: uid).lazy.map(\.id).filter(isReady)
   }
 
   /// The caller's events go to the connection that placed the call; if it is gone

@@ -51,9 +51,8 @@ extension RelayCore {
     calls.calls[call.id] = nil
     let granted = [call.caller.uid] + call.callees.filter { $0.state == .ended || $0.state == .accepted }.map(\.uid)
     for uid in granted {
-      guard let user = users[uid] else { continue }
-      user.grantedSessions.remove(call.sessionId)
-      if user.connections.isEmpty && user.grantedSessions.isEmpty { users[uid] = nil }
+      grantedSessions[uid]?.remove(call.sessionId)
+      if grantedSessions[uid]?.isEmpty == true { grantedSessions[uid] = nil }
     }
     if let times = calls.initiateWindows[call.caller.uid],
       times.allSatisfy({ at.monoMs - $0 >= CallBook.initiateWindowMs })

@@ -10,8 +10,9 @@ struct Request {
 
   var c: ConnectionID { connection.id }
   /// The sender's identity; only valid after `hello` (dispatch guarantees it).
-  var identity: Identity { connection.identity! }
-  var uid: String { identity.uid }
+  var profile: Profile { connection.profile! }
+  var identity: Profile { profile }
+  var uid: String { profile.uid }
 }
 
 /// A command refused with an error reply; thrown before any state changes.

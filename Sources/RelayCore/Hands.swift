@@ -5,7 +5,7 @@ import RelayProtocol
 extension RelayCore {
   func raiseHand(_ id: String, _ request: Request) throws(Refusal) {
     let (session, me) = try memberSession(id, request)
-    try acquireHandRate(me, request)
+    try acquireHandRate(me, in: session, request)
     ok(request)
     guard session.handIndex(of: me.uid) == nil else { return }  // §7: already up, place kept
     // §7: raisedAt never decreases along the queue, even if the wall clock steps back.
@@ -26,7 +26,7 @@ extension RelayCore {
     guard target == me.uid || me.role == .host else {
       throw Refusal(.forbidden, "host role required")
     }
-    try acquireHandRate(me, request)
+    try acquireHandRate(me, in: session, request)
     ok(request)
     guard let index = session.handIndex(of: target) else { return }  // not up: no change
     session.hands.remove(at: index)
@@ -41,15 +41,15 @@ extension RelayCore {
   func lowerAllHands(_ id: String, _ request: Request) throws(Refusal) {
     let (session, me) = try memberSession(id, request)
     guard me.role == .host else { throw Refusal(.forbidden, "host role required") }
-    try acquireHandRate(me, request)
+    try acquireHandRate(me, in: session, request)
     ok(request)
     guard !session.hands.isEmpty else { return }
     session.hands.removeAll()
     emit(session, "hands.cleared", at: request.at) { w in w.field("by", me.uid) }
   }
 
-  func acquireHandRate(_ participant: Participant, _ request: Request) throws(Refusal) {
-    guard participant.handWindow.tryAcquire(at: request.at.monoMs) else {
+  func acquireHandRate(_ participant: Participant, in session: Session, _ request: Request) throws(Refusal) {
+    guard session.windows(of: participant, config).hand.tryAcquire(at: request.at.monoMs) else {
       throw Refusal(.rateLimited, "at most \(config.handRate) raise/lower per \(config.handWindowMs) ms")
     }
   }

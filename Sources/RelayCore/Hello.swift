@@ -9,14 +9,13 @@ extension RelayCore {
       throw Refusal(.conflict, "hello was already accepted on this connection")
     }
     guard let identity = try authenticate(hello, request) else { return }
-    connection.identity = identity
+    let publicId = ids.token(byteCount: 12)
+    let resumeToken = ids.token(byteCount: 24)
+    connection.profile = Profile(identity, token: ResumeToken(resumeToken))
     connection.phase = .ready
-    connection.publicId = ids.token(byteCount: 12)
-    connection.resumeToken = ids.token(byteCount: 24)
-    resumeTokens[connection.resumeToken] = identity.uid
-    user(identity.uid).connections.append(connection.id)
+    userConnections.append(connection)
     let resumed = resume(hello.resume, request)
-    sendWelcome(request, resumed: resumed)
+    sendWelcome(request, publicId: publicId, resumeToken: resumeToken, resumed: resumed)
     deliverRingingCalls(to: connection, at: request.at)
     if resumed { replayResumedSessions(hello.resume, request) }
   }
@@ -55,12 +54,11 @@ extension RelayCore {
   }
 
   /// §4 `welcome {connectionId, resumeToken, user, heartbeat, resumed, server}`.
-  func sendWelcome(_ request: Request, resumed: Bool) {
-    let connection = request.connection
+  func sendWelcome(_ request: Request, publicId: String, resumeToken: String, resumed: Bool) {
     let identity = request.identity
     sendPersonal(request.c, type: "welcome", re: request.id) { w in
-      w.field("connectionId", connection.publicId)
-      w.field("resumeToken", connection.resumeToken)
+      w.field("connectionId", publicId)
+      w.field("resumeToken", resumeToken)
       w.key("user")
       w.beginObject()
       w.field("uid", identity.uid)
@@ -81,11 +79,9 @@ extension RelayCore {
     }
   }
 
-  func user(_ uid: String) -> User {
-    if let existing = users[uid] { return existing }
-    let created = User(uid: uid)
-    users[uid] = created
-    return created
+  /// §3: lets `uid` join `session` whatever its token claims (call sessions).
+  func grant(_ session: String, to uid: String) {
+    grantedSessions[uid, default: []].insert(session)
   }
 
   // MARK: Hooks for later work

@@ -26,16 +26,6 @@ extension RelayCore {
     callsUserTimedOut(uid, at: at)
   }
 
-  /// Drops what only lived for this connection once the shell reports it gone.
-  func forget(_ connection: Connection) {
-    guard let uid = connection.uid else { return }
-    // §8: a lost connection's token stays valid while its state is held (grace).
-    if liveness.recordByToken[connection.resumeToken] == nil { resumeTokens[connection.resumeToken] = nil }
-    guard let user = users[uid] else { return }
-    user.connections.removeAll { $0 == connection.id }
-    if user.connections.isEmpty && user.grantedSessions.isEmpty { users[uid] = nil }
-  }
-
   // MARK: Deadlines
 
   /// Whether a queued deadline still matters (lazy cancellation, see DeadlineKind).

@@ -1,16 +1,17 @@
 // §5 heartbeats and connection status: server pings, the heartbeat timeout, lost
 // participants, grace and its expiry. Every timer goes through the core's one
 // DeadlineQueue (DESIGN.md, "The hot path"): a connection has exactly one heartbeat
-// deadline outstanding, and an inbound frame only stores its time (O(1), no heap
-// work) — the check re-arms itself from `lastInboundMonoMs` when it fires.
+// check outstanding (in the queue's heartbeat wheel), and an inbound frame only stores
+// its time (O(1)) — the check re-arms itself from `lastInboundMonoMs` when it fires.
 import RelayProtocol
 
 /// The deadlines of §5 and §8, carried by the single `DeadlineKind.liveness` case so
-/// the shared enum grows by one line. Plain values only (no strings): heap entries
-/// are then trivially copyable, which keeps every heartbeat's sift cheap.
+/// the shared enum grows by one line.
 enum LivenessDeadline: Equatable {
-  /// Heartbeat check of one connection; `pingDueMs` is when its next ping is due.
-  case heartbeat(ConnectionID, pingDueMs: Int64)
+  /// Heartbeat check of one connection; `pingDueMs` is when its next ping is due. It
+  /// holds the connection itself, so a check costs no lookup; a connection that is
+  /// closed or closing no longer wants it.
+  case heartbeat(Connection, pingDueMs: Int64)
   /// The grace of a lost connection (its `LostRecord`) is over.
   case grace(record: UInt64)
   /// §5 idle countdown of a session: warning, then end. The generation names one
@@ -18,6 +19,16 @@ enum LivenessDeadline: Equatable {
   /// that table (lazy cancellation).
   case idleWarning(generation: UInt64)
   case idleEnd(generation: UInt64)
+
+  static func == (a: LivenessDeadline, b: LivenessDeadline) -> Bool {
+    switch (a, b) {
+    case (.heartbeat(let x, let p), .heartbeat(let y, let q)): return x === y && p == q
+    case (.grace(let x), .grace(let y)): return x == y
+    case (.idleWarning(let x), .idleWarning(let y)): return x == y
+    case (.idleEnd(let x), .idleEnd(let y)): return x == y
+    default: return false
+    }
+  }
 }
 
 /// One user in one session, as a dictionary key.
@@ -30,7 +41,7 @@ struct ParticipantKey: Hashable {
 struct LostRecord {
   let uid: String
   /// The connection's `resumeToken`: resume (§8) finds the held state by it.
-  let token: String
+  let token: ResumeToken
   /// Sessions whose participant went `lost` with this connection, in join order.
   let sessions: [String]
 }
@@ -45,7 +56,7 @@ struct IdleCountdown {
 /// only looked up, never iterated, so output order stays deterministic.
 struct LivenessState {
   var records: [UInt64: LostRecord] = [:]
-  var recordByToken: [String: UInt64] = [:]
+  var recordByToken: [ResumeToken: UInt64] = [:]
   /// Which record made a participant `lost`: a participant restored and lost again
   /// belongs to the newer record, and only that record's grace may time it out.
   var lostOwner: [ParticipantKey: UInt64] = [:]
@@ -63,9 +74,9 @@ extension RelayCore {
 
   /// Arms the first heartbeat check of a freshly upgraded connection. Pings start at
   /// the upgrade: a connection waiting for `hello` is also a socket that may die.
-  func startHeartbeat(_ c: ConnectionID, at: Instant) {
+  func startHeartbeat(_ connection: Connection, at: Instant) {
     guard config.heartbeatIntervalMs > 0 || config.heartbeatTimeoutMs > 0 else { return }
-    scheduleHeartbeat(c, lastInboundMs: at.monoMs, pingDueMs: at.monoMs + config.heartbeatIntervalMs)
+    scheduleHeartbeat(connection, lastInboundMs: at.monoMs, pingDueMs: at.monoMs + config.heartbeatIntervalMs)
   }
 
   /// The next check is the earlier of "ping due" and "timeout due"; a value ≤ 0
@@ -73,18 +84,18 @@ extension RelayCore {
   /// connections due in one quantum are pinged in one timer firing and one loop turn:
   /// 20 000 idle connections then cost tens of wake-ups per interval, not thousands,
   /// and their pongs arrive batched (uWebSockets times idle sockets the same way).
-  private func scheduleHeartbeat(_ c: ConnectionID, lastInboundMs: Int64, pingDueMs: Int64) {
+  private func scheduleHeartbeat(_ connection: Connection, lastInboundMs: Int64, pingDueMs: Int64) {
     var next = Int64.max
     if config.heartbeatIntervalMs > 0 { next = pingDueMs }
     if config.heartbeatTimeoutMs > 0 { next = min(next, lastInboundMs + config.heartbeatTimeoutMs) }
     let quantum = heartbeatQuantumMs
     if next < Int64.max - quantum { next = (next + quantum - 1) / quantum * quantum }
-    deadlines.schedule(at: next, .liveness(.heartbeat(c, pingDueMs: pingDueMs)))
+    deadlines.scheduleHeartbeat(at: next, connection, pingDueMs: pingDueMs)
   }
 
   /// A tenth of the shorter heartbeat setting, at most 1 000 ms: pings go out at most
   /// that late, and a silent connection is lost at most that long after its timeout.
-  public var heartbeatQuantumMs: Int64 {
+  static func heartbeatQuantum(_ config: CoreConfig) -> Int64 {
     let settings = [config.heartbeatIntervalMs, config.heartbeatTimeoutMs].filter { $0 > 0 }
     guard let shortest = settings.min() else { return 1 }
     return max(1, min(1_000, shortest / 10))
@@ -92,8 +103,8 @@ extension RelayCore {
 
   /// A heartbeat check fired: lost if silent for `heartbeatTimeoutMs`, else ping if
   /// due, then re-arm from the latest inbound time (frames in between cost nothing).
-  func heartbeatDue(_ c: ConnectionID, pingDueMs: Int64, at: Instant) {
-    guard let connection = connections[c], connection.phase != .closing else { return }
+  func heartbeatDue(_ connection: Connection, pingDueMs: Int64, at: Instant) {
+    guard connection.phase != .closing else { return }
     let now = at.monoMs
     if config.heartbeatTimeoutMs > 0, now - connection.lastInboundMonoMs >= config.heartbeatTimeoutMs {
       heartbeatTimedOut(connection, at: at)
@@ -101,10 +112,10 @@ extension RelayCore {
     }
     var pingDue = pingDueMs
     if config.heartbeatIntervalMs > 0, now >= pingDue {
-      effects.append(.ping(c))
+      effects.append(.ping(connection.id))
       pingDue = now + config.heartbeatIntervalMs
     }
-    scheduleHeartbeat(c, lastInboundMs: connection.lastInboundMonoMs, pingDueMs: pingDue)
+    scheduleHeartbeat(connection, lastInboundMs: connection.lastInboundMonoMs, pingDueMs: pingDue)
   }
 
   /// §5: no inbound frame for the timeout → lost (not left). The socket is presumed
@@ -123,7 +134,8 @@ extension RelayCore {
   /// (recorded, so a resume replays it to the user itself). Grace starts: `graceMs`,
   /// or `backgroundGraceMs` after `client.background {true}`.
   func markLost(_ connection: Connection, at: Instant) {
-    guard let uid = connection.uid else { return }
+    guard let profile = connection.profile else { return }
+    let uid = profile.uid
     let recordId = liveness.nextRecord
     liveness.nextRecord += 1
     var lostSessions: [String] = []
@@ -131,16 +143,15 @@ extension RelayCore {
       guard let session = sessions[id], let participant = session[uid],
         participant.connection == connection.id
       else { continue }
-      setConnection(participant, in: session, nil)
-      participant.status = .lost
+      setConnection(participant, in: session, nil)  // now `lost`
       liveness.lostOwner[ParticipantKey(session: id, uid: uid)] = recordId
       lostSessions.append(id)
       counters.lost += 1
       emit(session, "participant.lost", at: at) { w in w.field("uid", uid) }
     }
     connection.sessions.removeAll()
-    liveness.records[recordId] = LostRecord(uid: uid, token: connection.resumeToken, sessions: lostSessions)
-    liveness.recordByToken[connection.resumeToken] = recordId
+    liveness.records[recordId] = LostRecord(uid: uid, token: profile.token, sessions: lostSessions)
+    liveness.recordByToken[profile.token] = recordId
     let graceMs = connection.background ? config.backgroundGraceMs : config.graceMs
     deadlines.schedule(at: at.monoMs + graceMs, .liveness(.grace(record: recordId)))
   }
@@ -153,7 +164,8 @@ extension RelayCore {
     guard let record = liveness.records.removeValue(forKey: recordId) else { return }
     if liveness.recordByToken[record.token] == recordId {
       liveness.recordByToken[record.token] = nil
-      resumeTokens[record.token] = nil
+      // Its connection may not be `closed` yet (a heartbeat drop in flight).
+      tokenHolder(record.token, of: record.uid)?.tokenSpent = true
     }
     for id in record.sessions {
       let key = ParticipantKey(session: id, uid: record.uid)
@@ -203,8 +215,8 @@ extension RelayCore {
   /// Whether the user has a live connection: said `hello`, not lost, not closing
   /// (§5: a lost user's connection counts as offline for ringing).
   func isUserOnline(_ uid: String) -> Bool {
-    guard let user = users[uid] else { return false }
-    return user.connections.contains { connections[$0]?.phase == .ready }
+    // A connection leaves this table only when `closed`, so `.ready` is all it takes.
+    return userConnections.contains(key: uid) { $0.phase == .ready }
   }
 
   /// Called once when a lost connection's grace ends and its user has no other live
@@ -218,8 +230,8 @@ extension RelayCore {
 
   func isLivenessWanted(_ deadline: LivenessDeadline) -> Bool {
     switch deadline {
-    case .heartbeat(let c, _):
-      guard let connection = connections[c] else { return false }
+    case .heartbeat(let connection, _):
+      // `closed` leaves a connection `.closing` too.
       return connection.phase != .closing
     case .grace(let record):
       return liveness.records[record] != nil
@@ -230,7 +242,7 @@ extension RelayCore {
 
   func fireLiveness(_ deadline: LivenessDeadline, at: Instant) {
     switch deadline {
-    case .heartbeat(let c, let pingDueMs): heartbeatDue(c, pingDueMs: pingDueMs, at: at)
+    case .heartbeat(let connection, let pingDueMs): heartbeatDue(connection, pingDueMs: pingDueMs, at: at)
     case .grace(let record): graceOver(record, at: at)
     case .idleWarning(let generation):
       if let id = liveness.idleSession[generation] { idleWarningDue(id, at: at) }

@@ -19,15 +19,20 @@ public import RelayProtocol
 /// The relay core. Not thread-safe: the shell calls it from its one loop thread.
 public final class RelayCore {
   public let config: CoreConfig
+  /// §5 heartbeat checks are rounded up to multiples of this (Liveness.swift).
+  public let heartbeatQuantumMs: Int64
   let ids: any IdentifierSource
   let verifyToken: (String, Int64) -> Identity?
   let decoderLimits = DecoderLimits()
 
-  var connections: [ConnectionID: Connection] = [:]
-  var users: [String: User] = [:]
+  var connections = RefTable<ConnectionsById>()
+  /// Per user, the connections speaking for it in hello order (calls ring every one,
+  /// §9).
+  var userConnections = RefTable<ConnectionsByUid>()
+  /// Sessions a user may join beyond its token's claim (§3: call sessions), until the
+  /// call that granted them is purged.
+  var grantedSessions: [String: Set<String>] = [:]
   var sessions: [String: Session] = [:]
-  /// `welcome.resumeToken` → uid (§8: valid only for the user it was issued to).
-  var resumeTokens: [String: String] = [:]
   var deadlines = DeadlineQueue()
   /// §5 lost records, grace and idle countdowns; §8 held state (Liveness.swift).
   var liveness = LivenessState()
@@ -43,6 +48,7 @@ public final class RelayCore {
     verifyToken: @escaping (String, Int64) -> Identity?
   ) {
     self.config = config
+    heartbeatQuantumMs = Self.heartbeatQuantum(config)
     self.ids = ids
     self.verifyToken = verifyToken
   }
@@ -52,10 +58,11 @@ public final class RelayCore {
   /// The WebSocket upgrade completed: the `hello` deadline starts (§1).
   public func open(_ c: ConnectionID, at: Instant) {
     precondition(connections[c] == nil, "connection \(c) opened twice")
-    connections[c] = Connection(id: c, at: at)
+    let connection = Connection(id: c, at: at)
+    connections[c] = connection
     counters.connections += 1
-    deadlines.schedule(at: at.monoMs + config.helloTimeoutMs, .hello(c))
-    startHeartbeat(c, at: at)
+    deadlines.scheduleHello(at: at.monoMs + config.helloTimeoutMs, c)
+    startHeartbeat(connection, at: at)
   }
 
   /// One complete inbound text message. Also proves liveness (§5).
@@ -80,12 +87,17 @@ public final class RelayCore {
   /// core itself asked for `.close`. `clean`: a close handshake happened.
   public func closed(_ c: ConnectionID, clean: Bool, at: Instant) {
     guard let connection = connections.removeValue(forKey: c) else { return }
+    // Gone from both tables at once: a closed connection speaks for no user, also
+    // while its sessions are left below, and its resume token now works only through
+    // a `LostRecord` (§8 grace).
+    if connection.uid != nil { userConnections.remove(connection) }
     counters.connections -= 1
     if connection.phase != .closing {
       if clean { detachLeaving(connection, at: at) } else { connectionLost(connection, at: at) }
     }
-    forget(connection)
     callsConnectionClosed(connection, clean: clean, at: at)
+    // Its heartbeat check still refers to it (lazy cancellation): gone reads as closing.
+    connection.phase = .closing
   }
 
   /// Fires every deadline due at `at.monoMs`.
@@ -149,8 +161,8 @@ public final class RelayCore {
   /// reach `maxBadMessages`.
   func rejectBadMessage(_ connection: Connection, _ error: CommandError, at: Instant) {
     sendError(connection.id, code: error.code, message: error.message, re: error.re)
-    connection.badMessages += 1
-    if connection.badMessages >= config.maxBadMessages {
+    if connection.badMessages < Int32.max { connection.badMessages += 1 }
+    if Int(connection.badMessages) >= config.maxBadMessages {
       close(connection, code: CloseCode.tooManyBadMessages, reason: "too many bad messages", at: at)
     }
   }

@@ -1,43 +1,82 @@
 // Every session event, kept for resume (§8): the last `replayEvents`, none older than
-// `replayAgeMs`. Entries hold the encoded payload, so replay re-sends the exact bytes
-// members saw live (same seq, same ts).
+// `replayAgeMs`. Replay re-sends the exact bytes members saw live (same seq, same ts).
+// Most entries hold the encoded payload. `participant.joined` — one per member, and
+// in an idle session nearly the whole log — is kept as the joiner's shared `Profile`
+// and re-encoded on replay by the same code that encoded it live: 40 bytes instead of
+// a ~250-byte payload per member (issue 6: memory per idle member).
+import RelayProtocol
 
-/// One recorded session event.
+/// One recorded session event, as replay sends it.
 public struct ReplayEntry: Sendable {
   public let seq: Int64
   public let atMonoMs: Int64
   public let payload: Payload
 }
 
+/// What the log keeps of one event.
+enum RecordedBody {
+  case payload(Payload)
+  /// `participant.joined` of a fresh participant: its object is fully determined by
+  /// the profile, `joinedAt` (= the event's `ts`) and status `connected`.
+  case joined(Profile, wallMs: Int64)
+}
+
+/// One kept event. Its seq is not stored: seqs in the log are consecutive (every
+/// session event is recorded), so it follows from the position.
+private struct RecordedEvent {
+  let atMonoMs: Int64
+  let body: RecordedBody
+}
+
 /// A bounded FIFO of session events in seq order.
 struct ReplayLog {
   let maxEvents: Int
   let maxAgeMs: Int64
-  private var entries: [ReplayEntry] = []
+  /// The session id, for re-encoding `participant.joined`.
+  let session: String
+  private var entries: [RecordedEvent] = []
   private var head = 0  // index of the oldest live entry
+  /// The seq of `entries[head]` while the log is not empty.
+  private var headSeq: Int64 = 0
 
-  init(maxEvents: Int, maxAgeMs: Int64) {
+  init(maxEvents: Int, maxAgeMs: Int64, session: String = "") {
     self.maxEvents = maxEvents
     self.maxAgeMs = maxAgeMs
+    self.session = session
   }
 
   var count: Int { entries.count - head }
-  var oldestSeq: Int64? { head < entries.count ? entries[head].seq : nil }
+  var oldestSeq: Int64? { head < entries.count ? headSeq : nil }
 
   mutating func append(_ entry: ReplayEntry) {
-    entries.append(entry)
-    trim(now: entry.atMonoMs)
+    record(seq: entry.seq, atMonoMs: entry.atMonoMs, .payload(entry.payload))
+  }
+
+  /// Events must come in seq order without gaps, as a session numbers them (§2).
+  mutating func record(seq: Int64, atMonoMs: Int64, _ body: RecordedBody) {
+    if count == 0 {
+      headSeq = seq
+    } else {
+      precondition(seq == headSeq + Int64(count), "replay log seqs must be consecutive")
+    }
+    entries.append(RecordedEvent(atMonoMs: atMonoMs, body: body))
+    trim(now: atMonoMs)
   }
 
   /// Drops entries beyond the count bound or older than the age bound.
   mutating func trim(now nowMonoMs: Int64) {
-    while count > maxEvents { head += 1 }
-    while head < entries.count, nowMonoMs - entries[head].atMonoMs > maxAgeMs { head += 1 }
+    while count > maxEvents { dropOldest() }
+    while head < entries.count, nowMonoMs - entries[head].atMonoMs > maxAgeMs { dropOldest() }
     // Compact once the dead prefix dominates, keeping append amortized O(1).
     if head > 64 && head * 2 >= entries.count {
       entries.removeFirst(head)
       head = 0
     }
+  }
+
+  private mutating func dropOldest() {
+    head += 1
+    headSeq += 1
   }
 
   /// The events with seq > `afterSeq` up to `lastSeq` (the session's current seq), or nil
@@ -48,6 +87,19 @@ struct ReplayLog {
     if afterSeq == lastSeq { return [] }
     guard let oldest = oldestSeq, oldest <= afterSeq + 1 else { return nil }
     let start = head + Int(afterSeq + 1 - oldest)
-    return Array(entries[start...])
+    return (start..<entries.count).map { i in
+      let seq = headSeq + Int64(i - head)
+      return ReplayEntry(seq: seq, atMonoMs: entries[i].atMonoMs, payload: payload(of: entries[i], seq: seq))
+    }
+  }
+
+  private func payload(of event: RecordedEvent, seq: Int64) -> Payload {
+    switch event.body {
+    case .payload(let payload): return payload
+    case .joined(let profile, let wallMs):
+      return encodeEvent("participant.joined", session: session, seq: seq, wallMs: wallMs) { w in
+        w.joinedParticipant(profile, wallMs: wallMs)
+      }
+    }
   }
 }

@@ -14,13 +14,16 @@ extension RelayCore {
   /// state is still held: the old connection is open, or it was lost and its grace
   /// has not ended. Unknown, foreign or expired tokens → false, nothing changes.
   func resumeHeldState(_ resume: ResumeRequest?, _ request: Request) -> Bool {
-    guard let resume, resumeTokens[resume.token] == request.uid else { return false }
-    let old = openConnection(of: request.uid, token: resume.token, except: request.c)
-    let record = liveness.recordByToken[resume.token]
+    guard let resume else { return false }
+    let token = ResumeToken(resume.token)
+    let holder = tokenHolder(token, of: request.uid)
+    let record = liveness.recordByToken[token]
+    guard holder != nil || record.flatMap({ liveness.records[$0]?.uid }) == request.uid else { return false }
+    let old = holder.flatMap { $0.phase == .ready && $0.id != request.c ? $0 : nil }
     guard old != nil || record != nil else { return false }
     // A resume token is spent once used; the new connection has its own.
-    resumeTokens[resume.token] = nil
-    liveness.recordByToken[resume.token] = nil
+    holder?.tokenSpent = true
+    liveness.recordByToken[token] = nil
     for entry in resume.sessions {
       reattach(entry.session, from: old, record: record, request)
     }
@@ -33,14 +36,13 @@ extension RelayCore {
     return true
   }
 
-  private func openConnection(of uid: String, token: String, except c: ConnectionID) -> Connection? {
-    guard let user = users[uid] else { return nil }
-    for id in user.connections where id != c {
-      if let connection = connections[id], connection.phase == .ready, connection.resumeToken == token {
-        return connection
-      }
-    }
-    return nil
+  /// The connection of `uid` whose resume token this is, while the token works
+  /// there: not closed (or closing, until `closed`) and not spent. A token also works
+  /// through its `LostRecord` during grace. A token is only ever good for the user it
+  /// was issued to (§8), so looking among that user's few connections is the whole
+  /// index: no table of tokens is kept.
+  func tokenHolder(_ token: ResumeToken, of uid: String) -> Connection? {
+    userConnections.first(key: uid) { $0.token == token && !$0.tokenSpent }
   }
 
   /// Moves the user's participant in `id` to the new connection if this resume holds
@@ -65,8 +67,7 @@ extension RelayCore {
       liveness.lostOwner[ParticipantKey(session: id, uid: request.uid)] == record
     else { return }
     liveness.lostOwner[ParticipantKey(session: id, uid: request.uid)] = nil
-    setConnection(participant, in: session, request.c)
-    participant.status = .connected
+    setConnection(participant, in: session, request.c)  // `connected` again
     connection.sessions.append(id)
     counters.restored += 1
     emit(session, "participant.restored", at: request.at, excluding: request.c) { w in

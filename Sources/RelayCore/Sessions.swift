@@ -14,22 +14,15 @@ extension RelayCore {
   /// Encodes one session event once (§2: `{type, session, seq, ts, …}`), records it in
   /// the replay log and sends the one payload to every connected member except
   /// `excluding` (only the joiner, whose event is folded into its snapshot).
+  /// `recordAs`: a compact form the replay log keeps instead of the payload.
   @discardableResult
   func emit(
     _ session: Session, _ type: String, at: Instant, excluding: ConnectionID? = nil,
-    _ body: (inout JSONWriter) -> Void
+    recordAs compact: RecordedBody? = nil, _ body: (inout JSONWriter) -> Void
   ) -> Int64 {
     session.seq += 1
-    var writer = JSONWriter()
-    writer.beginObject()
-    writer.field("type", type)
-    writer.field("session", session.id)
-    writer.field("seq", session.seq)
-    writer.field("ts", at.wallMs)
-    body(&writer)
-    writer.endObject()
-    let payload = Payload(writer.bytes)
-    session.replay.append(ReplayEntry(seq: session.seq, atMonoMs: at.monoMs, payload: payload))
+    let payload = encodeEvent(type, session: session.id, seq: session.seq, wallMs: at.wallMs, body)
+    session.replay.record(seq: session.seq, atMonoMs: at.monoMs, compact ?? .payload(payload))
     liveness.eventTap?(session.id, session.seq, payload)
     let recipients = session.connections(excluding: excluding)
     counters.deliveries += UInt64(recipients.count)
@@ -65,7 +58,7 @@ extension RelayCore {
 
   func join(_ id: String, _ request: Request) throws(Refusal) {
     let identity = request.identity
-    guard config.devMode || identity.sessions.allows(id) || user(identity.uid).grantedSessions.contains(id)
+    guard config.devMode || identity.sessions.allows(id) || grantedSessions[identity.uid]?.contains(id) == true
     else { throw Refusal(.forbidden, "token does not allow session \(id)") }
     if request.connection.sessions.contains(id), let session = sessions[id] {
       // Joining again from the same connection: idempotent, a fresh snapshot.
@@ -93,14 +86,16 @@ extension RelayCore {
   func addParticipant(to session: Session, _ request: Request) {
     if sessions[session.id] == nil { sessionWebhook("session.created", session.id, at: request.at) }
     sessions[session.id] = session
-    let participant = Participant(identity: request.identity, connection: request.c, at: request.at, config: config)
+    let participant = Participant(profile: request.profile, connection: request.c, at: request.at)
     session.add(participant)
     request.connection.sessions.append(session.id)
     idleMembershipChanged(session, at: request.at)  // §5: a join cancels the countdown
     // §2: the joiner's own participant.joined is folded into its snapshot.
-    emit(session, "participant.joined", at: request.at, excluding: request.c) { w in
-      w.key("participant")
-      w.participant(participant)
+    let profile = participant.profile
+    let wallMs = request.at.wallMs
+    let compact = RecordedBody.joined(profile, wallMs: wallMs)
+    emit(session, "participant.joined", at: request.at, excluding: request.c, recordAs: compact) { w in
+      w.joinedParticipant(profile, wallMs: wallMs)
     }
   }
 
@@ -112,13 +107,11 @@ extension RelayCore {
       oldConnection.sessions.removeAll { $0 == session.id }
       sendSessionLeft(session.id, to: old, reason: "replaced")
     }
-    session.attach(participant, to: request.c)
+    let wasLost = participant.status == .lost
+    session.attach(participant, to: request.c)  // `connected` from here on
     request.connection.sessions.append(session.id)
-    participant.name = request.identity.name
-    participant.avatar = request.identity.avatar
-    participant.role = request.identity.role
-    if participant.status == .lost {
-      participant.status = .connected
+    participant.profile = request.profile
+    if wasLost {
       counters.restored += 1
       emit(session, "participant.restored", at: request.at, excluding: request.c) { w in
         w.field("uid", participant.uid)

@@ -1,4 +1,6 @@
-// The core's state: connections, users, sessions and their participants (§3–§7a).
+// The core's state: connections, sessions, their participants and the identity
+// records they share (§3–§7a). Laid out for memory per idle member (issue 6): shared
+// rather than copied, inline where a list is nearly always 0 or 1 long.
 // Reference types because the core mutates them in place through several tables;
 // every collection that reaches output is iterated in insertion order.
 import RelayProtocol
@@ -9,29 +11,82 @@ enum ParticipantStatus: String {
   case lost
 }
 
-/// One user in one session (§6: one user is one participant per session).
-final class Participant {
+/// One accepted `hello`'s identity, immutable and shared by reference: the connection,
+/// the participants it joined as, and the replay log's `participant.joined` entries
+/// all point at the same record instead of each copying uid, name, avatar and role
+/// (issue 6: memory per idle member).
+///
+/// Only what the core reads: the token's `exp` is checked at hello and not kept. The
+/// hello's resume token lives here rather than in the Connection: the Connection
+/// would need a 112-byte malloc chunk for it, while the Profile takes it for +16.
+final class Profile {
   let uid: String
-  var name: String
-  var avatar: String?
-  var role: Role
-  let joinedAtWallMs: Int64
-  var status = ParticipantStatus.connected
-  /// The connection that joined (nil while lost, §5). Change it only through
-  /// `Session.attach`/`detach`, which keep the fan-out list current.
-  fileprivate(set) var connection: ConnectionID?
-  var handWindow: RateWindow
-  var messageWindow: RateWindow
+  let name: String
+  let avatar: String?
+  let sessions: SessionGrant
+  /// `welcome.resumeToken` (§8).
+  let token: ResumeToken
+  let role: Role
 
-  init(identity: Identity, connection: ConnectionID, at: Instant, config: CoreConfig) {
+  init(_ identity: Identity, token: ResumeToken) {
     uid = identity.uid
     name = identity.name
     avatar = identity.avatar
+    sessions = identity.sessions
+    self.token = token
     role = identity.role
+  }
+}
+
+/// One user in one session (§6: one user is one participant per session). Three words
+/// after the object header, so one 48-byte malloc chunk: the rate windows live in the
+/// session's side table, and status is not stored (see `status`).
+final class Participant {
+  /// The identity of the connection that joined (or took over) last: `name`, `avatar`
+  /// and `role` follow it (§6 takeover).
+  var profile: Profile
+  let joinedAtWallMs: Int64
+  /// `connection`'s raw value, `noConnection` while lost (an Optional would take a
+  /// ninth byte and the object a 64-byte chunk).
+  private var connectionRaw: UInt64
+  private static let noConnection = UInt64.max
+
+  init(profile: Profile, connection: ConnectionID, at: Instant) {
+    precondition(connection.raw != Self.noConnection, "connection id reserved")
+    self.profile = profile
     joinedAtWallMs = at.wallMs
-    self.connection = connection
-    handWindow = RateWindow(limit: config.handRate, windowMs: config.handWindowMs)
-    messageWindow = RateWindow(limit: config.messageRate, windowMs: config.messageWindowMs)
+    connectionRaw = connection.raw
+  }
+
+  /// The connection that joined (nil while lost, §5). Change it only through
+  /// `Session.attach`/`detach`, which keep the fan-out list current.
+  var connection: ConnectionID? {
+    connectionRaw == Self.noConnection ? nil : ConnectionID(connectionRaw)
+  }
+
+  fileprivate func setConnection(_ c: ConnectionID?) {
+    precondition(c?.raw != Self.noConnection, "connection id reserved")
+    connectionRaw = c?.raw ?? Self.noConnection
+  }
+
+  /// §5: a participant is `lost` exactly while it has no connection — every path that
+  /// detaches one marks it lost, and every path that attaches one restores it.
+  var status: ParticipantStatus { connection == nil ? .lost : .connected }
+
+  var uid: String { profile.uid }
+  var name: String { profile.name }
+  var avatar: String? { profile.avatar }
+  var role: Role { profile.role }
+}
+
+/// A participant's sliding windows (§7 raise/lower, §7a messages).
+final class RateWindows {
+  var hand: RateWindow
+  var message: RateWindow
+
+  init(_ config: CoreConfig) {
+    hand = RateWindow(limit: config.handRate, windowMs: config.handWindowMs)
+    message = RateWindow(limit: config.messageRate, windowMs: config.messageWindowMs)
   }
 }
 
@@ -47,25 +102,22 @@ final class Session {
   let id: String
   /// Number of the last session event (§2: 1, 2, 3, …).
   var seq: Int64 = 0
-  /// Participant uids in join order: the order of snapshots and of fan-out.
-  private(set) var order: [String] = []
-  private(set) var participants: [String: Participant] = [:]
+  /// Participants in join order: the order of snapshots and of fan-out.
+  private(set) var members: [Participant] = []
+  private var byUid = RefTable<ParticipantsByUid>()
   /// §7 queue, in `hand.raised` order.
   var hands: [Hand] = []
   var replay: ReplayLog
 
   init(id: String, config: CoreConfig) {
     self.id = id
-    replay = ReplayLog(maxEvents: config.replayEvents, maxAgeMs: config.replayAgeMs)
+    replay = ReplayLog(maxEvents: config.replayEvents, maxAgeMs: config.replayAgeMs, session: id)
   }
 
-  var isEmpty: Bool { order.isEmpty }
-  var count: Int { order.count }
+  var isEmpty: Bool { members.isEmpty }
+  var count: Int { members.count }
 
-  subscript(uid: String) -> Participant? { participants[uid] }
-
-  /// Participants in join order.
-  var members: [Participant] { order.compactMap { participants[$0] } }
+  subscript(uid: String) -> Participant? { byUid[uid] }
 
   /// Fan-out list cache: rebuilt only when membership or a connection changes, so an
   /// event to a large session costs no per-member work in the core (DESIGN.md, "The
@@ -81,36 +133,50 @@ final class Session {
 
   private func rebuildRecipients() -> [ConnectionID] {
     var result: [ConnectionID] = []
-    result.reserveCapacity(order.count)
-    for uid in order {
-      if let c = participants[uid]?.connection { result.append(c) }
+    result.reserveCapacity(members.count)
+    for participant in members {
+      if let c = participant.connection { result.append(c) }
     }
     recipients = result
     return result
   }
 
   func add(_ participant: Participant) {
-    precondition(participants[participant.uid] == nil, "participant added twice")
-    participants[participant.uid] = participant
-    order.append(participant.uid)
+    precondition(byUid[participant.uid] == nil, "participant added twice")
+    byUid.insert(participant)
+    members.append(participant)
     recipients = nil
   }
 
   func remove(_ uid: String) {
-    guard participants.removeValue(forKey: uid) != nil else { return }
-    order.removeAll { $0 == uid }
+    guard let removed = byUid.removeValue(forKey: uid) else { return }
+    members.removeAll { $0 === removed }
+    rates[uid] = nil
     recipients = nil
   }
 
-  /// Points the participant at a (new) connection: join takeover, resume.
+  /// §7 and §7a rate windows by uid, created on a participant's first raise/lower or
+  /// message: most members never use them. Dropped with the participant, so a user
+  /// who leaves and joins again starts afresh, as a new participant.
+  private var rates: [String: RateWindows] = [:]
+
+  func windows(of participant: Participant, _ config: CoreConfig) -> RateWindows {
+    if let existing = rates[participant.uid] { return existing }
+    let created = RateWindows(config)
+    rates[participant.uid] = created
+    return created
+  }
+
+  /// Points the participant at a (new) connection, which also makes it `connected`:
+  /// join takeover, resume.
   func attach(_ participant: Participant, to c: ConnectionID) {
-    participant.connection = c
+    participant.setConnection(c)
     recipients = nil
   }
 
-  /// The participant keeps its place but has no connection (§5 lost).
+  /// The participant keeps its place but has no connection: `lost` (§5).
   func detach(_ participant: Participant) {
-    participant.connection = nil
+    participant.setConnection(nil)
     recipients = nil
   }
 
@@ -123,42 +189,39 @@ enum ConnectionPhase {
   case awaitingHello
   /// `welcome` sent.
   case ready
-  /// The core asked the shell to close it; further input is ignored.
+  /// The core asked the shell to close it, or the shell reported it closed (its
+  /// heartbeat check may still hold it); further input is ignored.
   case closing
 }
 
 /// One WebSocket connection.
 final class Connection {
   let id: ConnectionID
-  var phase = ConnectionPhase.awaitingHello
-  var identity: Identity?
-  /// `welcome.connectionId` and `welcome.resumeToken` (set at hello).
-  var publicId = ""
-  var resumeToken = ""
+  /// The accepted `hello`'s identity (nil before `welcome`).
+  var profile: Profile?
   /// Sessions this connection is the member for, in join order (§7a: membership is
   /// per connection).
-  var sessions: [String] = []
-  /// §2 consecutive bad messages.
-  var badMessages = 0
-  /// §5 last `client.background` value (selects `backgroundGraceMs`).
-  var background = false
+  var sessions = SmallList<String>()
   /// §5 liveness: monotonic ms of the last inbound frame.
   var lastInboundMonoMs: Int64
+  var phase = ConnectionPhase.awaitingHello
+  /// §8: the resume token (`profile.token`) was used by a resume, or its lost state's
+  /// grace ended.
+  var tokenSpent = false
+  /// §5 last `client.background` value (selects `backgroundGraceMs`).
+  var background = false
+  /// §2 consecutive bad messages (saturating; the limit closes the connection first).
+  var badMessages: Int32 = 0
 
   init(id: ConnectionID, at: Instant) {
     self.id = id
     lastInboundMonoMs = at.monoMs
   }
 
-  var uid: String? { identity?.uid }
-}
-
-/// Per user: the connections speaking for it (calls ring every one, §9) and sessions
-/// it may join beyond its token's claim (§3: call sessions).
-final class User {
-  let uid: String
-  var connections: [ConnectionID] = []
-  var grantedSessions: Set<String> = []
-
-  init(uid: String) { self.uid = uid }
+  var uid: String? { profile?.uid }
+  /// `welcome.resumeToken`, set at hello. (`welcome.connectionId` is not kept: nothing
+  /// reads it after `welcome`.)
+  var token: ResumeToken? { profile?.token }
+  /// For tests and tools.
+  var resumeToken: String { token?.string ?? "" }
 }

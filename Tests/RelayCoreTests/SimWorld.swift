@@ -39,7 +39,7 @@ final class SimWorld {
     config.handRate = 1_000
     config.messageRate = 1_000
     self.config = config
-    core = RelayCore(config: config, ids: SeededIDs(prefix: "t\(seed)-"), verifyToken: { _, _ in nil })
+    core = RelayCore(config: config, ids: SeededIDs(prefix: "t\(seed)-", long: seed % 2 == 1), verifyToken: { _, _ in nil })
     core.debugEventTap = { [unowned self] session, seq, payload in self.tapped(session, seq, payload) }
   }
 

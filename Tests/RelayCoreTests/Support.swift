@@ -5,14 +5,25 @@ import Testing
 
 @testable import RelayCore
 
-/// Deterministic ids: "<prefix>1", "<prefix>2", … (URL-safe).
+/// Deterministic ids: "<prefix>1", "<prefix>2", … (URL-safe). With `long`, shaped as
+/// production's instead: URL-safe base64 of `byteCount` bytes (32 characters for a
+/// resume token, which the core then keeps packed), distinct per call.
 final class SeededIDs: IdentifierSource {
   var counter = 0
   let prefix: String
-  init(prefix: String = "id") { self.prefix = prefix }
+  var long: Bool
+  init(prefix: String = "id", long: Bool = false) {
+    self.prefix = prefix
+    self.long = long
+  }
   func token(byteCount: Int) -> String {
     counter += 1
-    return "\(prefix)\(counter)"
+    guard long else { return "\(prefix)\(counter)" }
+    let salt = prefix.utf8.reduce(UInt64(0)) { $0 &* 31 &+ UInt64($1) }
+    var rng = SeededRandom(seed: UInt64(counter) &* 0x9E37_79B9_7F4A_7C15 ^ salt)
+    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    let chars = (0..<((byteCount * 8 + 5) / 6)).map { _ in alphabet[rng.below(64)] }
+    return String(decoding: chars, as: UTF8.self)
   }
 }
 
