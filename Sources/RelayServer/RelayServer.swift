@@ -107,8 +107,8 @@ public final class RelayServer {
     tcp.startReading()
   }
 
+  /// Never called after `didClose`: the socket drops its delegate when it closes.
   func didRead(_ conn: ServerConnection, _ bytes: UnsafeMutableRawBufferPointer) {
-    guard !conn.isGone else { return }
     switch conn.phase {
     case .http(var parser):
       conn.phase = .finishing  // parser moved out so it is mutated uniquely
@@ -128,8 +128,7 @@ public final class RelayServer {
 
   func didClose(_ conn: ServerConnection, _ reason: CloseReason) {
     let id = conn.id
-    guard !conn.isGone, connections.removeValue(forKey: id) != nil else { return }
-    conn.isGone = true
+    guard connections.removeValue(forKey: id) != nil else { return }
     leaveWebSocket(conn)
     metrics.connectionsOpen.record(connections.count)
     if conn.coreOpened {
@@ -228,15 +227,14 @@ public final class RelayServer {
 
   /// Decodes a read (unmasking in place in the read buffer) and handles its events
   /// after the codec is done, since handling one may start a close on the codec.
+  /// The connection stays in the table throughout: a socket reports its close only
+  /// from libuv's close callback, never inside the writes and closes made here.
   private func feedWebSocket(_ conn: ServerConnection, _ bytes: UnsafeMutableRawBufferPointer) {
     guard case .websocket(let endpoint) = conn.phase else { return }
     var events = eventScratch
     eventScratch = []
     conn.ws.receive(overwriting: bytes) { events.append($0) }
-    for event in events {
-      guard !conn.isGone else { break }
-      handle(event, conn, endpoint)
-    }
+    for event in events { handle(event, conn, endpoint) }
     events.removeAll(keepingCapacity: true)
     eventScratch = events
   }

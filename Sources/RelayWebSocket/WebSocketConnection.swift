@@ -331,7 +331,8 @@ extension WebSocketConnection {
 /// A frame header split across reads, assembled in a fixed inline buffer of the
 /// largest header's 14 bytes (§5.2), so no connection holds a heap block for it.
 struct PartialHeader {
-  private var storage: (UInt64, UInt64) = (0, 0)
+  /// Exactly 14 bytes, so the length packs right behind them.
+  private var storage: (UInt64, UInt32, UInt16) = (0, 0, 0)
   private var length: UInt8 = 0
 
   var count: Int { Int(length) }
