@@ -5,7 +5,7 @@ extension TCPConnection {
   /// Returns the number of bytes dropped.
   @discardableResult
   public func discardUnsent() -> Int {
-    var keep = writeInFlight ? Int(inFlightBufferCount) : 0
+    var keep = writeInFlight ? inFlightBufferCount : 0
     if keep == 0, !pending.isEmpty, pending.frontOffset > 0 { keep = 1 }
     guard pending.count > keep else { return 0 }
     var kept = WriteQueue()

@@ -190,7 +190,7 @@ extension TCPConnection {
     guard result == 0 else { return fail(LoopError(code: result)) }
     loop.statistics.writeRequests &+= 1
     writeInFlight = true
-    inFlightBufferCount = Int32(bufferCount)
+    inFlightBufferCount = bufferCount
     inFlightByteCount = byteCount
   }
 
@@ -199,7 +199,7 @@ extension TCPConnection {
     // Cancelled: the handle is closing; the queue is released in the close callback.
     guard status != UV_ECANCELED.rawValue else { return }
     guard status == 0 else { return fail(LoopError(code: status)) }
-    pending.removeFirst(Int(inFlightBufferCount))
+    pending.removeFirst(inFlightBufferCount)
     queuedByteCount -= inFlightByteCount
     loop.statistics.bytesWritten &+= UInt64(inFlightByteCount)
     inFlightBufferCount = 0

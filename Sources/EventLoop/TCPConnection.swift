@@ -122,15 +122,9 @@ public final class TCPConnection: HandleOwner {
   var extras: Extras?
   var outboundByteLimit = 1 << 20
   var queuedByteCount = 0
-  var inFlightByteCount = 0
   /// Queued buffers, oldest first; the first `inFlightBufferCount` belong to the
   /// `uv_write` in flight and must stay alive until its callback.
   @exclusivity(unchecked) var pending = WriteQueue()
-  /// The one reusable write request: at most one `uv_write` is in flight per connection.
-  var writeRequest: UnsafeMutablePointer<uv_write_t>?
-  var shutdownRequest: UnsafeMutablePointer<uv_shutdown_t>?
-  /// At most `Loop.maxGatherBuffers`.
-  var inFlightBufferCount: Int32 = 0
   var closeReason: CloseReason?
   var state = State.open
   var writeInFlight = false
@@ -140,13 +134,38 @@ public final class TCPConnection: HandleOwner {
   var peerSentEOF = false
   var shutdownCompleted = false
 
-  /// State few connections need, kept out of the connection object itself.
+  /// State few connections need, kept out of the connection object itself: the
+  /// write and shutdown requests exist only once the kernel refused part of a write
+  /// or a graceful close began, which an idle connection never needs.
   final class Extras {
     var userData: AnyObject?
     var tag: UInt64 = 0
     var remoteAddress: String?
     /// Set by `TCPConnector` until its connect callback runs.
     var connectCompletion: ((Result<TCPConnection, LoopError>) -> Void)?
+    var writeRequest: UnsafeMutablePointer<uv_write_t>?
+    var shutdownRequest: UnsafeMutablePointer<uv_shutdown_t>?
+    var inFlightByteCount = 0
+    var inFlightBufferCount = 0
+  }
+
+  /// The one reusable write request: at most one `uv_write` is in flight per connection.
+  var writeRequest: UnsafeMutablePointer<uv_write_t>? {
+    get { extras?.writeRequest }
+    set { if newValue != nil || extras != nil { ensureExtras().writeRequest = newValue } }
+  }
+  var shutdownRequest: UnsafeMutablePointer<uv_shutdown_t>? {
+    get { extras?.shutdownRequest }
+    set { if newValue != nil || extras != nil { ensureExtras().shutdownRequest = newValue } }
+  }
+  /// Buffers at the front of `pending` that the `uv_write` in flight owns.
+  var inFlightBufferCount: Int {
+    get { extras?.inFlightBufferCount ?? 0 }
+    set { if newValue != 0 || extras != nil { ensureExtras().inFlightBufferCount = newValue } }
+  }
+  var inFlightByteCount: Int {
+    get { extras?.inFlightByteCount ?? 0 }
+    set { if newValue != 0 || extras != nil { ensureExtras().inFlightByteCount = newValue } }
   }
 
   func ensureExtras() -> Extras {
