@@ -6,18 +6,16 @@ extension TCPConnection {
   @discardableResult
   public func discardUnsent() -> Int {
     var keep = writeInFlight ? inFlightBufferCount : 0
-    if keep == 0, !pending.isEmpty, pending.front.pointee.offset > 0 { keep = 1 }
+    if keep == 0, !pending.isEmpty, pending.frontOffset > 0 { keep = 1 }
     guard pending.count > keep else { return 0 }
-    var kept: [PendingWrite] = []
-    kept.reserveCapacity(keep)
-    for index in 0..<keep { kept.append(pending.pointer(at: index).pointee) }
+    var kept = WriteQueue()
+    for index in 0..<keep { kept.append(pending.entry(at: index)) }
     var dropped = 0
     for index in keep..<pending.count {
-      let entry = pending.pointer(at: index).pointee
+      let entry = pending.entry(at: index)
       dropped += entry.buffer.count - entry.offset
     }
-    pending.removeAll()
-    for entry in kept { pending.append(entry) }
+    pending = kept
     queuedByteCount -= dropped
     return dropped
   }

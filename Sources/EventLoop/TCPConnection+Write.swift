@@ -6,6 +6,70 @@ struct PendingWrite {
   var offset: Int
 }
 
+/// A connection's write queue, oldest first. The front entry is held inline and a
+/// ring behind it exists only while more than one buffer waits, so an idle
+/// connection, or one that gets a single frame per loop turn (the usual fan-out),
+/// allocates nothing for its queue.
+struct WriteQueue {
+  private var first: PendingWrite?
+  private var rest: RingBuffer<PendingWrite>?
+
+  var isEmpty: Bool { first == nil }
+  var count: Int { first == nil ? 0 : 1 + (rest?.count ?? 0) }
+
+  /// The entry `index` positions after the front.
+  func entry(at index: Int) -> PendingWrite {
+    guard index > 0 else {
+      guard let first else { preconditionFailure("WriteQueue index out of range") }
+      return first
+    }
+    guard let rest else { preconditionFailure("WriteQueue index out of range") }
+    return rest.pointer(at: index - 1).pointee
+  }
+
+  /// How much of the front buffer the kernel already took.
+  var frontOffset: Int { first?.offset ?? 0 }
+
+  mutating func advanceFront(by byteCount: Int) {
+    first?.offset += byteCount
+  }
+
+  mutating func append(_ entry: PendingWrite) {
+    guard first != nil else {
+      first = entry
+      return
+    }
+    if let rest {
+      rest.append(entry)
+    } else {
+      let ring = RingBuffer<PendingWrite>()
+      ring.append(entry)
+      rest = ring
+    }
+  }
+
+  mutating func removeFirst() {
+    precondition(first != nil, "removeFirst on an empty WriteQueue")
+    guard let rest else {
+      first = nil
+      return
+    }
+    first = rest.removeFirst()
+    if rest.isEmpty { self.rest = nil }
+  }
+
+  /// Removes (and releases) the first `n` entries.
+  mutating func removeFirst(_ n: Int) {
+    precondition(n <= count, "WriteQueue.removeFirst(n) beyond count")
+    for _ in 0..<n { removeFirst() }
+  }
+
+  mutating func removeAll() {
+    first = nil
+    rest = nil
+  }
+}
+
 extension TCPConnection {
   /// Queues `buffer` (by reference: fan-out enqueues one buffer to many connections).
   ///
@@ -86,9 +150,9 @@ extension TCPConnection {
     let bufferCount = min(pending.count, Loop.maxGatherBuffers)
     var byteCount = 0
     for index in 0..<bufferCount {
-      let entry = pending.pointer(at: index)
-      let length = entry.pointee.buffer.count - entry.pointee.offset
-      let base = entry.pointee.buffer.base + entry.pointee.offset
+      let entry = pending.entry(at: index)
+      let length = entry.buffer.count - entry.offset
+      let base = entry.buffer.base + entry.offset
       loop.gatherBuffers[index] = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: length)
       byteCount += length
     }
@@ -102,13 +166,12 @@ extension TCPConnection {
     loop.statistics.bytesWritten &+= UInt64(byteCount)
     var remaining = byteCount
     while remaining > 0 {
-      let entry = pending.front
-      let left = entry.pointee.buffer.count - entry.pointee.offset
+      let left = pending.entry(at: 0).buffer.count - pending.frontOffset
       if remaining >= left {
         remaining -= left
         pending.removeFirst()
       } else {
-        entry.pointee.offset += remaining
+        pending.advanceFront(by: remaining)
         remaining = 0
       }
     }

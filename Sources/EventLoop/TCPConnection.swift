@@ -10,6 +10,19 @@ public enum CloseReason: Sendable {
   case error(LoopError)
 }
 
+/// Receives a connection's reads and its close. One reference per connection, where
+/// the `onRead` / `onClose` closures cost a heap context each: a server holding tens of
+/// thousands of idle connections makes its per-connection object the delegate.
+public protocol TCPConnectionDelegate: AnyObject {
+  /// Bytes read from the peer, in the loop-wide read buffer: valid only during the call
+  /// (copy what must outlive it) and writable, so a decoder may transform them in place
+  /// (WebSocket unmasking) instead of copying them first.
+  func connection(_ connection: TCPConnection, didRead bytes: UnsafeMutableRawBufferPointer)
+  /// Called exactly once, after the handle is fully closed; see `TCPConnection`'s close
+  /// semantics.
+  func connection(_ connection: TCPConnection, didCloseWith reason: CloseReason)
+}
+
 /// One TCP stream (`uv_tcp_t`), accepted by a `TCPListener` or opened by `TCPConnector`.
 ///
 /// Ownership: the handle is heap-allocated and its `data` holds a +1 on this object,
@@ -18,6 +31,10 @@ public enum CloseReason: Sendable {
 /// every queued `OutboundBuffer` are released only in that close callback, after
 /// libuv has cancelled in-flight requests with `UV_ECANCELED`
 /// (`docs/src/handle.rst`), so bytes given to `uv_write` outlive its callback.
+///
+/// Reads and the close go to `delegate`, or to the `onRead` / `onClose` closures (a
+/// convenience that installs a small delegate holding them; setting either replaces
+/// another delegate).
 ///
 /// Close semantics (one code path, `beginClose()`):
 /// - `close()`: immediate; queued bytes are dropped; `onClose(.local)`.
@@ -28,9 +45,16 @@ public enum CloseReason: Sendable {
 /// - Read, write or shutdown failure: immediate close; `onClose(.error(e))`.
 /// The first reason recorded wins: an error during our own shutdown still reports
 /// `.local`. `onClose` runs exactly once, from the close callback, after the handle
-/// is fully closed; `onRead` and `onClose` are then cleared to break reference cycles.
+/// is fully closed; the delegate (with `onRead` and `onClose`) is then cleared to break
+/// reference cycles.
 /// No callback ever runs synchronously inside `write`, `close`, `reset` or `shutdown`,
 /// so callers need not guard against re-entrancy.
+///
+/// Memory: an accepted connection that is idle costs this object and its `uv_tcp_t`,
+/// nothing more. Rarely used state (`userData`, `tag`, the remote address, a pending
+/// connect) lives in a side object created on first use, the write queue allocates
+/// only while more than one buffer waits, and the write and shutdown requests only
+/// when first needed (DESIGN.md: an idle connection must stay cheap).
 public final class TCPConnection: HandleOwner {
   enum State {
     /// Reading and writing.
@@ -46,17 +70,24 @@ public final class TCPConnection: HandleOwner {
 
   let loop: Loop
   let tcp: UnsafeMutablePointer<uv_tcp_t>
-  var state = State.open
-  var closeReason: CloseReason?
+
+  /// Receives reads and the close; strong, cleared after the close is reported.
+  public var delegate: (any TCPConnectionDelegate)? {
+    get { handler }
+    set { handler = newValue }
+  }
 
   /// Receives bytes read from the peer. The buffer is the loop-wide read buffer and is
   /// valid only during the call: copy what must outlive it.
   public var onRead: ((UnsafeRawBufferPointer) -> Void)? {
-    get { readHandler }
-    set { readHandler = newValue }
+    get { (handler as? ClosureDelegate)?.onRead }
+    set { closureDelegate().onRead = newValue }
   }
   /// Called exactly once, after the handle is fully closed; see the type's close semantics.
-  public var onClose: ((CloseReason) -> Void)?
+  public var onClose: ((CloseReason) -> Void)? {
+    get { (handler as? ClosureDelegate)?.onClose }
+    set { closureDelegate().onClose = newValue }
+  }
   /// Cap on `queuedBytes` (the slow-consumer limit), default 1 MiB. `write` refuses beyond it.
   public var maxOutboundBytes: Int {
     get { outboundByteLimit }
@@ -65,36 +96,101 @@ public final class TCPConnection: HandleOwner {
   /// Bytes accepted by `write` and not yet confirmed written to the kernel.
   public var queuedBytes: Int { queuedByteCount }
 
+  /// Free for the owner of the connection, e.g. its session object. Cleared after `onClose`.
+  public var userData: AnyObject? {
+    get { extras?.userData }
+    set {
+      guard newValue != nil || extras != nil else { return }
+      ensureExtras().userData = newValue
+    }
+  }
+  /// Free for the owner of the connection, e.g. a connection id.
+  public var tag: UInt64 {
+    get { extras?.tag ?? 0 }
+    set {
+      guard newValue != 0 || extras != nil else { return }
+      ensureExtras().tag = newValue
+    }
+  }
+
   // Hot-path state lives in internal stored properties behind the public accessors:
   // in a whole-module build the compiler can then prove their accesses never overlap
   // and drop the dynamic exclusivity checks (`swift_beginAccess`), which callgrind
   // showed at ~40% of the instructions of a fan-out write; public stored properties
   // keep those checks because code outside the module may access them.
-  var readHandler: ((UnsafeRawBufferPointer) -> Void)?
+  var handler: (any TCPConnectionDelegate)?
+  var extras: Extras?
   var outboundByteLimit = 1 << 20
   var queuedByteCount = 0
-  /// Free for the owner of the connection, e.g. its session object. Cleared after `onClose`.
-  public var userData: AnyObject?
-  /// Free for the owner of the connection, e.g. a connection id.
-  public var tag: UInt64 = 0
-
   /// Queued buffers, oldest first; the first `inFlightBufferCount` belong to the
   /// `uv_write` in flight and must stay alive until its callback.
-  let pending = RingBuffer<PendingWrite>()
-  /// The one reusable write request: at most one `uv_write` is in flight per connection.
-  var writeRequest: UnsafeMutablePointer<uv_write_t>?
+  @exclusivity(unchecked) var pending = WriteQueue()
+  var closeReason: CloseReason?
+  var state = State.open
   var writeInFlight = false
-  var inFlightBufferCount = 0
-  var inFlightByteCount = 0
   /// Listed in `loop.dirtyConnections` awaiting the end-of-turn flush.
   var isDirty = false
   var isReading = false
   var peerSentEOF = false
-  var shutdownRequest: UnsafeMutablePointer<uv_shutdown_t>?
   var shutdownCompleted = false
+
+  /// State few connections need, kept out of the connection object itself: the
+  /// write and shutdown requests exist only once the kernel refused part of a write
+  /// or a graceful close began, which an idle connection never needs.
+  final class Extras {
+    var userData: AnyObject?
+    var tag: UInt64 = 0
+    var remoteAddress: String?
+    /// Set by `TCPConnector` until its connect callback runs.
+    var connectCompletion: ((Result<TCPConnection, LoopError>) -> Void)?
+    var writeRequest: UnsafeMutablePointer<uv_write_t>?
+    var shutdownRequest: UnsafeMutablePointer<uv_shutdown_t>?
+    var inFlightByteCount = 0
+    var inFlightBufferCount = 0
+  }
+
+  /// The one reusable write request: at most one `uv_write` is in flight per connection.
+  var writeRequest: UnsafeMutablePointer<uv_write_t>? {
+    get { extras?.writeRequest }
+    set { if newValue != nil || extras != nil { ensureExtras().writeRequest = newValue } }
+  }
+  var shutdownRequest: UnsafeMutablePointer<uv_shutdown_t>? {
+    get { extras?.shutdownRequest }
+    set { if newValue != nil || extras != nil { ensureExtras().shutdownRequest = newValue } }
+  }
+  /// Buffers at the front of `pending` that the `uv_write` in flight owns.
+  var inFlightBufferCount: Int {
+    get { extras?.inFlightBufferCount ?? 0 }
+    set { if newValue != 0 || extras != nil { ensureExtras().inFlightBufferCount = newValue } }
+  }
+  var inFlightByteCount: Int {
+    get { extras?.inFlightByteCount ?? 0 }
+    set { if newValue != 0 || extras != nil { ensureExtras().inFlightByteCount = newValue } }
+  }
+
+  func ensureExtras() -> Extras {
+    if let extras { return extras }
+    let created = Extras()
+    extras = created
+    return created
+  }
+
   /// Set by `TCPConnector` until its connect callback runs.
-  var connectCompletion: ((Result<TCPConnection, LoopError>) -> Void)?
-  private var cachedRemoteAddress: String?
+  var connectCompletion: ((Result<TCPConnection, LoopError>) -> Void)? {
+    get { extras?.connectCompletion }
+    set {
+      guard newValue != nil || extras != nil else { return }
+      ensureExtras().connectCompletion = newValue
+    }
+  }
+
+  /// The delegate behind `onRead` / `onClose`, installed on first use.
+  private func closureDelegate() -> ClosureDelegate {
+    if let existing = handler as? ClosureDelegate { return existing }
+    let created = ClosureDelegate()
+    handler = created
+    return created
+  }
 
   /// Initialises a `uv_tcp_t` on `loop`; libuv holds the +1 until the close callback.
   init(loop: Loop) {
@@ -119,9 +215,9 @@ public final class TCPConnection: HandleOwner {
 
   /// The peer as `"127.0.0.1:5000"` or `"[::1]:5000"`; empty if unknown. Cached on first use.
   public var remoteAddress: String {
-    if let cachedRemoteAddress { return cachedRemoteAddress }
+    if let cached = extras?.remoteAddress { return cached }
     guard !isClosed, let address = peerAddress(tcp) else { return "" }
-    cachedRemoteAddress = address
+    ensureExtras().remoteAddress = address
     return address
   }
 
@@ -231,9 +327,9 @@ public final class TCPConnection: HandleOwner {
     if state == .shuttingDown { beginClose() }
   }
 
-  fileprivate func deliver(_ bytes: UnsafeRawBufferPointer) {
+  fileprivate func deliver(_ bytes: UnsafeMutableRawBufferPointer) {
     loop.statistics.bytesRead &+= UInt64(bytes.count)
-    if let readHandler { readHandler(bytes) }
+    if let handler { handler.connection(self, didRead: bytes) }
   }
 
   /// Frees everything libuv has finished with and reports the close, exactly once.
@@ -246,12 +342,25 @@ public final class TCPConnection: HandleOwner {
     writeRequest = nil
     shutdownRequest = nil
     tcp.deallocate()
-    let callback = onClose
-    onClose = nil
-    readHandler = nil
-    connectCompletion = nil
-    callback?(closeReason ?? .local)
-    userData = nil
+    let receiver = handler
+    handler = nil
+    extras?.connectCompletion = nil
+    receiver?.connection(self, didCloseWith: closeReason ?? .local)
+    extras?.userData = nil
+  }
+}
+
+/// The delegate behind the `onRead` / `onClose` closures.
+final class ClosureDelegate: TCPConnectionDelegate {
+  var onRead: ((UnsafeRawBufferPointer) -> Void)?
+  var onClose: ((CloseReason) -> Void)?
+
+  func connection(_ connection: TCPConnection, didRead bytes: UnsafeMutableRawBufferPointer) {
+    if let onRead { onRead(UnsafeRawBufferPointer(bytes)) }
+  }
+
+  func connection(_ connection: TCPConnection, didCloseWith reason: CloseReason) {
+    onClose?(reason)
   }
 }
 
@@ -275,7 +384,7 @@ private func readCallback(
   guard let stream else { return }
   let connection = unretainedOwner(stream.pointee.data, as: TCPConnection.self)
   if nread > 0, let base = buffer?.pointee.base {
-    connection.deliver(UnsafeRawBufferPointer(start: base, count: nread))
+    connection.deliver(UnsafeMutableRawBufferPointer(start: base, count: nread))
   } else if nread == Int(UV_EOF.rawValue) {
     connection.peerDidSendEOF()
   } else if nread < 0 {

@@ -26,6 +26,14 @@ struct FIFODeadlines {
   var nextDueMs: Int64? { head < dueMs.count ? dueMs[head] : nil }
 
   private mutating func compactIfWorthIt() {
+    if head > 0 && head == ids.count {
+      // All popped: give the memory back rather than keep the high-water capacity
+      // (a burst of accepts would otherwise pin 16 bytes per connection for good).
+      ids = []
+      dueMs = []
+      head = 0
+      return
+    }
     guard head > 1024, head * 2 > ids.count else { return }
     ids.removeFirst(head)
     dueMs.removeFirst(head)

@@ -24,6 +24,8 @@ public final class RelayServer {
   private var armedCoreDeadline: Int64?
   private var sweepTimer: EventLoop.Timer?
   private var signals: [SignalWatcher] = []
+  /// Reused for the events of each WebSocket read, so a read allocates no array.
+  private var eventScratch: [WebSocketEvent] = []
   private(set) var draining = false
   private var websocketCount = 0
   /// The heartbeat ping (empty payload), framed once and shared by every connection.
@@ -93,24 +95,24 @@ public final class RelayServer {
   private func accept(_ tcp: TCPConnection) {
     let id = ConnectionID(nextConnection)
     nextConnection += 1
-    let conn = ServerConnection(id: id, tcp: tcp, maxHeadBytes: config.maxHeadBytes)
+    let conn = ServerConnection(
+      server: self, id: id, tcp: tcp, maxHeadBytes: config.maxHeadBytes,
+      maxMessageBytes: config.maxMessageBytes)
     connections[id] = conn
     tcp.maxOutboundBytes = config.maxOutboundBytes
-    tcp.tag = id.raw
-    tcp.onRead = { [unowned self] bytes in self.didRead(id, bytes) }
-    tcp.onClose = { [unowned self] reason in self.didClose(id, reason) }
+    tcp.delegate = conn
     headDeadlines.add(id.raw, dueMs: now.monoMs + config.headTimeoutMs)
     metrics.connectionsAccepted.increment()
     metrics.connectionsOpen.record(connections.count)
     tcp.startReading()
   }
 
-  private func didRead(_ id: ConnectionID, _ bytes: UnsafeRawBufferPointer) {
-    guard let conn = connections[id] else { return }
+  /// Never called after `didClose`: the socket drops its delegate when it closes.
+  func didRead(_ conn: ServerConnection, _ bytes: UnsafeMutableRawBufferPointer) {
     switch conn.phase {
     case .http(var parser):
       conn.phase = .finishing  // parser moved out so it is mutated uniquely
-      let result = parser.feed(bytes)
+      let result = parser.feed(UnsafeRawBufferPointer(bytes))
       conn.phase = .http(parser)
       handleHead(conn, result, leftover: parser.leftover)
     case .body(let head, var body, let expected):
@@ -124,8 +126,9 @@ public final class RelayServer {
     }
   }
 
-  private func didClose(_ id: ConnectionID, _ reason: CloseReason) {
-    guard let conn = connections.removeValue(forKey: id) else { return }
+  func didClose(_ conn: ServerConnection, _ reason: CloseReason) {
+    let id = conn.id
+    guard connections.removeValue(forKey: id) != nil else { return }
     leaveWebSocket(conn)
     metrics.connectionsOpen.record(connections.count)
     if conn.coreOpened {
@@ -206,8 +209,7 @@ public final class RelayServer {
       conn.tcp.shutdown()
     case .accept(let response, _):
       conn.tcp.write(response)
-      conn.phase = .websocket(
-        WebSocketConnection(role: .server, maxMessageBytes: config.maxMessageBytes), endpoint)
+      conn.phase = .websocket(endpoint)
       conn.countedAsWebSocket = true
       websocketCount += 1
       metrics.websocketsOpen.record(websocketCount)
@@ -217,21 +219,24 @@ public final class RelayServer {
         applyEffects()
       }
       if !leftover.isEmpty {
-        leftover.withUnsafeBytes { feedWebSocket(conn, $0) }
+        var bytes = leftover
+        bytes.withUnsafeMutableBytes { feedWebSocket(conn, $0) }
       }
     }
   }
 
-  private func feedWebSocket(_ conn: ServerConnection, _ bytes: UnsafeRawBufferPointer) {
-    guard case .websocket(var ws, let endpoint) = conn.phase else { return }
-    conn.phase = .finishing  // move the codec out so it is mutated in place
-    var events: [WebSocketEvent] = []
-    ws.receive(bytes) { events.append($0) }
-    conn.phase = .websocket(ws, endpoint)
-    for event in events {
-      guard connections[conn.id] != nil else { return }
-      handle(event, conn, endpoint)
-    }
+  /// Decodes a read (unmasking in place in the read buffer) and handles its events
+  /// after the codec is done, since handling one may start a close on the codec.
+  /// The connection stays in the table throughout: a socket reports its close only
+  /// from libuv's close callback, never inside the writes and closes made here.
+  private func feedWebSocket(_ conn: ServerConnection, _ bytes: UnsafeMutableRawBufferPointer) {
+    guard case .websocket(let endpoint) = conn.phase else { return }
+    var events = eventScratch
+    eventScratch = []
+    conn.ws.receive(overwriting: bytes) { events.append($0) }
+    for event in events { handle(event, conn, endpoint) }
+    events.removeAll(keepingCapacity: true)
+    eventScratch = events
   }
 
   private func handle(_ event: WebSocketEvent, _ conn: ServerConnection, _ endpoint: Endpoint) {
@@ -281,9 +286,8 @@ public final class RelayServer {
   /// Starts a close we initiate: close frame now, TCP closed when the peer answers
   /// or after `closeHandshakeTimeoutMs`.
   func closeWebSocket(_ conn: ServerConnection, code: UInt16, reason: String) {
-    guard case .websocket(var ws, let endpoint) = conn.phase else { return }
-    let frame = ws.close(code: code, reason: reason)
-    conn.phase = .websocket(ws, endpoint)
+    guard case .websocket = conn.phase else { return }
+    let frame = conn.ws.close(code: code, reason: reason)
     conn.closedCleanly = true
     if !frame.isEmpty { send(conn, frame) }
     closeDeadlines.add(conn.id.raw, dueMs: now.monoMs + config.closeHandshakeTimeoutMs)
@@ -306,12 +310,11 @@ public final class RelayServer {
     metrics.slowConsumerCloses.increment()
     logger.debug("slow consumer", metadata: ["connection": "\(conn.id)"])
     conn.tcp.discardUnsent()
-    guard case .websocket(var ws, let endpoint) = conn.phase else {
+    guard case .websocket = conn.phase else {
       conn.tcp.close()
       return
     }
-    let frame = ws.close(code: 4008, reason: "slow consumer")
-    conn.phase = .websocket(ws, endpoint)
+    let frame = conn.ws.close(code: 4008, reason: "slow consumer")
     conn.phase = .finishing
     if frame.isEmpty || !conn.tcp.write(frame) {
       conn.tcp.close()

@@ -11,21 +11,30 @@ enum Endpoint {
 }
 
 /// Where one TCP connection is in its life: reading an HTTP head (and maybe a
-/// body), speaking WebSocket, or on its way out.
+/// body), speaking WebSocket, or on its way out. The HTTP states are boxed
+/// (`indirect`): they are large and brief, and an upgraded connection should not
+/// carry their size for the rest of its life.
 enum Phase {
-  case http(HTTPHeadParser)
-  case body(HTTPRequestHead, [UInt8], expected: Int)
-  case websocket(WebSocketConnection, Endpoint)
+  indirect case http(HTTPHeadParser)
+  indirect case body(HTTPRequestHead, [UInt8], expected: Int)
+  case websocket(Endpoint)
   /// A response or close frame is queued; only the close of the socket is awaited.
   case finishing
 }
 
 /// Per-connection state owned by the server. The core knows the connection only by
-/// its `ConnectionID`; this object owns the socket and the protocol codec.
-final class ServerConnection {
+/// its `ConnectionID`; this object owns the socket and the protocol codec, and is
+/// the socket's delegate, so a read reaches it without a table lookup or a closure
+/// context per connection.
+final class ServerConnection: TCPConnectionDelegate {
+  // Layout matters here (one per connection): 136 bytes fill a 144-byte malloc chunk.
+  unowned let server: RelayServer
   let id: ConnectionID
   let tcp: TCPConnection
   var phase: Phase
+  /// The WebSocket codec, used once `phase` is `.websocket`. Held inline and
+  /// mutated in place: moving it in and out of `phase` copied it on every read.
+  var ws: WebSocketConnection
   /// True once the core was told about this connection (`RelayCore.open`), so it
   /// is told about its end exactly once.
   var coreOpened = false
@@ -35,14 +44,24 @@ final class ServerConnection {
   /// Counted among the server's open WebSockets (see `RelayServer.leaveWebSocket`).
   var countedAsWebSocket = false
 
-  init(id: ConnectionID, tcp: TCPConnection, maxHeadBytes: Int) {
+  init(server: RelayServer, id: ConnectionID, tcp: TCPConnection, maxHeadBytes: Int, maxMessageBytes: Int) {
+    self.server = server
     self.id = id
     self.tcp = tcp
     self.phase = .http(HTTPHeadParser(maxHeadBytes: maxHeadBytes))
+    self.ws = WebSocketConnection(role: .server, maxMessageBytes: maxMessageBytes)
   }
 
   var isWebSocket: Bool {
     if case .websocket = phase { return true }
     return false
+  }
+
+  func connection(_ connection: TCPConnection, didRead bytes: UnsafeMutableRawBufferPointer) {
+    server.didRead(self, bytes)
+  }
+
+  func connection(_ connection: TCPConnection, didCloseWith reason: CloseReason) {
+    server.didClose(self, reason)
   }
 }

@@ -14,6 +14,9 @@ struct FrameHeader: Sendable {
   /// (which §5.2 forbids, and the connection rejects).
   var payloadLength: UInt64
 
+  /// The largest header: 2 bytes, a 64-bit extended length, a masking key.
+  static let maxSize = 14
+
   /// Total header size implied by byte 1 (MASK bit and 7-bit length).
   @inline(__always)
   static func size(secondByte: UInt8) -> Int {

@@ -6,14 +6,22 @@ extension WebSocketConnection {
   /// consumed. Text is validated chunk by chunk so an invalid byte fails the
   /// connection before the frame is complete (§8.1, Autobahn 6.4.x).
   mutating func consumePayload(
-    _ bytes: UnsafeRawPointer, available: Int,
+    _ bytes: UnsafeRawPointer, available: Int, writable: Bool,
     onMessage: (Opcode, UnsafeRawBufferPointer) -> Void, emit: (WebSocketEvent) -> Void
   ) -> Int {
     let count = Swift.min(payloadRemaining, available)
     switch sink {
     case .message:
-      if frameMask == nil && frameFin && messageLength == 0 && count == payloadRemaining {
-        // Unmasked (client role) final frame wholly in the input: no copy.
+      if frameFin && messageLength == 0 && count == payloadRemaining
+        && (frameMask == nil || writable)
+      {
+        // A final frame wholly in the input: no copy. Unmasked (client role) it is
+        // ready as it is; masked, the caller let us unmask it where it lies.
+        if let mask = frameMask {
+          applyMask(
+            mask, phase: payloadConsumed, source: bytes,
+            destination: UnsafeMutableRawPointer(mutating: bytes), count: count)
+        }
         deliverInPlace(bytes, count: count, onMessage: onMessage, emit: emit)
         return count
       }
@@ -197,6 +205,6 @@ extension WebSocketConnection {
     messageLength = 0
     storage = []
     control = []
-    pendingHeader = []
+    pendingHeader.removeAll()
   }
 }

@@ -22,33 +22,37 @@ public struct WebSocketConnection {
     case discard  // a data frame arriving while closing (§7.1.2 onward)
   }
 
-  public internal(set) var state: State = .open
-  public let role: WebSocketRole
+  // Stored properties are ordered widest first so the struct packs tightly: it
+  // lives inline in every server connection.
+
   /// Largest message accepted (sum of fragments); beyond it, close 1009.
   public let maxMessageBytes: Int
   var maskGenerator: MaskGenerator
 
-  // A header split across receive() calls is assembled here (≤ 14 bytes).
-  var pendingHeader: [UInt8] = []
-
   // The frame whose payload is being read.
-  var inPayload = false
-  var frameOpcode: Opcode = .continuation
-  var frameFin = true
-  var frameMask: MaskKey?
   var payloadRemaining = 0
   /// Payload bytes of this frame already consumed: the masking phase (§5.3).
   var payloadConsumed = 0
-  var sink = PayloadSink.discard
 
   // The data message being reassembled (§5.4). `storage` is scratch space
   // reused from message to message (no allocation per message once warm);
   // its first `messageLength` bytes are the message so far.
-  var messageOpcode: Opcode?
   var storage: [UInt8] = []
   var messageLength = 0
-  var utf8 = UTF8Validator()
   var control: [UInt8] = []
+
+  // A header split across receive() calls is assembled here.
+  var pendingHeader = PartialHeader()
+
+  public internal(set) var state: State = .open
+  public let role: WebSocketRole
+  var inPayload = false
+  var frameOpcode: Opcode = .continuation
+  var frameFin = true
+  var sink = PayloadSink.discard
+  var messageOpcode: Opcode?
+  var utf8 = UTF8Validator()
+  var frameMask: MaskKey?
 
   /// `maskSeed` seeds the client-role masking keys; pass a random value
   /// from a CSPRNG in production (§10.3), anything in tests.
@@ -60,7 +64,6 @@ public struct WebSocketConnection {
     self.role = role
     self.maxMessageBytes = maxMessageBytes
     self.maskGenerator = MaskGenerator(seed: maskSeed)
-    pendingHeader.reserveCapacity(14)
   }
 
   /// Storage above this size is released after its message is delivered,
@@ -90,6 +93,38 @@ public struct WebSocketConnection {
     onMessage: (_ opcode: Opcode, _ payload: UnsafeRawBufferPointer) -> Void,
     emit: (WebSocketEvent) -> Void
   ) {
+    consume(bytes, writable: false, onMessage: onMessage, emit: emit)
+  }
+
+  /// `receive(_:onMessage:emit:)` for input the caller lets the codec overwrite
+  /// (the server's loop-wide read buffer): a masked final frame lying wholly in
+  /// the input is unmasked in place and handed over from there, so a peer whose
+  /// messages each arrive in one read never makes the connection hold a message
+  /// buffer between messages. The input's contents are unspecified afterwards.
+  public mutating func receive(
+    overwriting bytes: UnsafeMutableRawBufferPointer,
+    onMessage: (_ opcode: Opcode, _ payload: UnsafeRawBufferPointer) -> Void,
+    emit: (WebSocketEvent) -> Void
+  ) {
+    consume(UnsafeRawBufferPointer(bytes), writable: true, onMessage: onMessage, emit: emit)
+  }
+
+  /// `receive(_:emit:)` with the in-place unmasking of `receive(overwriting:onMessage:emit:)`.
+  public mutating func receive(
+    overwriting bytes: UnsafeMutableRawBufferPointer, emit: (WebSocketEvent) -> Void
+  ) {
+    receive(
+      overwriting: bytes,
+      onMessage: { opcode, payload in
+        emit(opcode == .text ? .text(Array(payload)) : .binary(Array(payload)))
+      }, emit: emit)
+  }
+
+  mutating func consume(
+    _ bytes: UnsafeRawBufferPointer, writable: Bool,
+    onMessage: (_ opcode: Opcode, _ payload: UnsafeRawBufferPointer) -> Void,
+    emit: (WebSocketEvent) -> Void
+  ) {
     guard let base = bytes.baseAddress else { return }
     let count = bytes.count
     var offset = 0
@@ -97,7 +132,8 @@ public struct WebSocketConnection {
       let available = count - offset
       if inPayload {
         offset += consumePayload(
-          base + offset, available: available, onMessage: onMessage, emit: emit)
+          base + offset, available: available, writable: writable, onMessage: onMessage,
+          emit: emit)
       } else {
         offset += consumeHeader(
           base + offset, available: available, onMessage: onMessage, emit: emit)
@@ -169,8 +205,8 @@ extension WebSocketConnection {
       if pendingHeader.count >= 2
         && pendingHeader.count == FrameHeader.size(secondByte: pendingHeader[1])
       {
-        let header = pendingHeader.withUnsafeBytes { FrameHeader(parsing: $0.baseAddress!) }
-        pendingHeader.removeAll(keepingCapacity: true)
+        let header = pendingHeader.withUnsafeBytes { FrameHeader(parsing: $0) }
+        pendingHeader.removeAll()
         beginFrame(header, onMessage: onMessage, emit: emit)
         break
       }
@@ -289,5 +325,38 @@ extension WebSocketConnection {
       return (CloseCode.messageTooBig, "message too big")
     }
     return nil
+  }
+}
+
+/// A frame header split across reads, assembled in a fixed inline buffer of the
+/// largest header's 14 bytes (§5.2), so no connection holds a heap block for it.
+struct PartialHeader {
+  /// Exactly 14 bytes, so the length packs right behind them.
+  private var storage: (UInt64, UInt32, UInt16) = (0, 0, 0)
+  private var length: UInt8 = 0
+
+  var count: Int { Int(length) }
+
+  var isEmpty: Bool { count == 0 }
+
+  subscript(index: Int) -> UInt8 {
+    precondition(index >= 0 && index < count, "PartialHeader index out of range")
+    return Swift.withUnsafeBytes(of: storage) { $0[index] }
+  }
+
+  mutating func append(_ byte: UInt8) {
+    precondition(count < FrameHeader.maxSize, "frame header longer than 14 bytes")
+    let index = count
+    Swift.withUnsafeMutableBytes(of: &storage) { $0[index] = byte }
+    length += 1
+  }
+
+  /// The assembled bytes, valid during `body`.
+  func withUnsafeBytes<Result>(_ body: (UnsafeRawPointer) -> Result) -> Result {
+    Swift.withUnsafeBytes(of: storage) { body($0.baseAddress!) }
+  }
+
+  mutating func removeAll() {
+    length = 0
   }
 }

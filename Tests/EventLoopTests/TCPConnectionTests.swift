@@ -58,6 +58,38 @@ struct TCPConnectionTests {
     #expect(serverReasons.count == 1 && serverReasons.first?.isEOF == true)
   }
 
+  @Test("a delegate receives writable reads and the close once, then is dropped")
+  func delegateReceivesReadsAndCloseOnce() {
+    final class Recorder: TCPConnectionDelegate {
+      var received: [UInt8] = []
+      var reasons: [CloseReason] = []
+      func connection(_ connection: TCPConnection, didRead bytes: UnsafeMutableRawBufferPointer) {
+        received += bytes
+        bytes.initializeMemory(as: UInt8.self, repeating: 0)  // the buffer is ours to overwrite
+        if received.count >= 5 { connection.close() }
+      }
+      func connection(_ connection: TCPConnection, didCloseWith reason: CloseReason) {
+        reasons.append(reason)
+      }
+    }
+    let fixture = LoopFixture()
+    let recorder = Recorder()
+    var server: TCPConnection?
+    fixture.connectedPair { accepted, client in
+      server = accepted
+      accepted.delegate = recorder
+      #expect(accepted.onRead == nil)
+      accepted.startReading()
+      client.startReading()  // sees the server's close as EOF, and closes too
+      #expect(client.write(Array("hello".utf8)))
+      #expect(client.write(Array(" world".utf8)))  // two buffers queued in one turn
+    }
+    fixture.runAndClose()
+    #expect(recorder.received.prefix(5) == ArraySlice("hello".utf8))
+    #expect(recorder.reasons.count == 1 && recorder.reasons.first?.isLocal == true)
+    #expect(server?.delegate == nil)  // dropped after the close, breaking the cycle
+  }
+
   @Test("echo of 1 MiB written in uneven pieces arrives intact and in order")
   func echoOneMebibyte() {
     let payload = patternBytes(count: 1 << 20)

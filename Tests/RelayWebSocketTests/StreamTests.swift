@@ -99,7 +99,18 @@ func sameEvent(_ a: WebSocketEvent, _ b: WebSocketEvent) -> Bool {
       var borrowing = WebSocketConnection(role: receiver, maxMessageBytes: 1 << 20)
       expectSameEvents(
         feedBorrowing(&borrowing, wire, split: split), expected, "borrowing \(split)")
+      var overwriting = WebSocketConnection(role: receiver, maxMessageBytes: 1 << 20)
+      expectSameEvents(
+        feedOverwriting(&overwriting, wire, split: split), expected, "overwriting \(split)")
     }
+  }
+
+  @Test func aMessageWhollyInOneReadLeavesNoStorageWhenUnmaskedInPlace() {
+    var connection = WebSocketConnection(role: .server)
+    let message = Array(#"{"type":"session.join","session":"room"}"#.utf8)
+    let got = feedOverwriting(&connection, frame(0x1, message), split: .whole)
+    #expect(got == [.text(message)])
+    #expect(connection.storage.isEmpty)
   }
 
   @Test func smallConversationByteByByte() {

@@ -185,6 +185,26 @@ func feedBorrowing(_ connection: inout WebSocketConnection, _ input: [UInt8], sp
   return events
 }
 
+/// Like `feedBorrowing`, through `receive(overwriting:onMessage:emit:)`, each chunk
+/// in a scratch copy the codec may unmask in place (as the server's read buffer).
+func feedOverwriting(_ connection: inout WebSocketConnection, _ input: [UInt8], split: Split)
+  -> [WebSocketEvent]
+{
+  var events: [WebSocketEvent] = []
+  for chunk in chunks(input, split: split) {
+    var scratch = Array(chunk)
+    scratch.withUnsafeMutableBytes { raw in
+      connection.receive(
+        overwriting: raw,
+        onMessage: { opcode, payload in
+          events.append(opcode == .text ? .text(Array(payload)) : .binary(Array(payload)))
+        },
+        emit: { events.append($0) })
+    }
+  }
+  return events
+}
+
 /// Feeds `input` to a fresh connection under every split strategy, expects
 /// identical events from all, and returns them.
 func events(
@@ -199,6 +219,10 @@ func events(
     let borrowed = feedBorrowing(&borrowing, input, split: split)
     #expect(
       borrowed == got, "borrowing API differs under split \(split)", sourceLocation: sourceLocation)
+    var overwriting = WebSocketConnection(role: role, maxMessageBytes: maxMessageBytes)
+    #expect(
+      feedOverwriting(&overwriting, input, split: split) == got,
+      "overwriting API differs under split \(split)", sourceLocation: sourceLocation)
     if let reference {
       #expect(got == reference, "split \(split) differs", sourceLocation: sourceLocation)
     } else {
