@@ -53,6 +53,9 @@ public final class Loop {
   private let dirtyConnections = RingBuffer<TCPConnection>(initialCapacity: 1024)
   /// Connections in a graceful close, oldest first; see `lingerTimeoutMs`.
   private let lingerQueue = RingBuffer<(deadlineMs: UInt64, connection: TCPConnection)>()
+  /// Spare write-queue rings (see `WriteQueue`): enough for a turn that queues several
+  /// frames to a thousand connections; about 200 KB when full.
+  let ringPool = RingPool(limit: 1_024)
   /// Upper bound on a graceful close (`shutdown()` or a peer's EOF with data still
   /// queued): flush, half-close and wait for the peer's EOF, then close regardless.
   /// Every deadline is now + this constant, so the FIFO queue is sorted by deadline

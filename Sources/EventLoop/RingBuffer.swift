@@ -6,13 +6,14 @@
 /// allocation once the queue has reached its working size.
 final class RingBuffer<Element> {
   private var storage: UnsafeMutablePointer<Element>
-  private var capacity: Int
+  private(set) var capacity: Int
+  static var defaultCapacity: Int { 8 }
   private var head = 0
   /// Number of elements queued.
   private(set) var count = 0
 
   /// `initialCapacity` is rounded up to a power of two (at least 2).
-  init(initialCapacity: Int = 8) {
+  init(initialCapacity: Int = defaultCapacity) {
     var size = 2
     while size < initialCapacity { size <<= 1 }
     self.capacity = size

@@ -6,15 +6,16 @@ extension TCPConnection {
   @discardableResult
   public func discardUnsent() -> Int {
     var keep = writeInFlight ? inFlightBufferCount : 0
-    if keep == 0, !pending.isEmpty, pending.frontOffset > 0 { keep = 1 }
+    if keep == 0, !pending.isEmpty, pending.pointer(at: 0).pointee.offset > 0 { keep = 1 }
     guard pending.count > keep else { return 0 }
     var kept = WriteQueue()
-    for index in 0..<keep { kept.append(pending.entry(at: index)) }
+    for index in 0..<keep { kept.append(pending.pointer(at: index).pointee, pool: loop.ringPool) }
     var dropped = 0
     for index in keep..<pending.count {
-      let entry = pending.entry(at: index)
+      let entry = pending.pointer(at: index).pointee
       dropped += entry.buffer.count - entry.offset
     }
+    pending.removeAll(pool: loop.ringPool)
     pending = kept
     queuedByteCount -= dropped
     return dropped

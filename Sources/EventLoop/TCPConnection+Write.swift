@@ -6,67 +6,80 @@ struct PendingWrite {
   var offset: Int
 }
 
-/// A connection's write queue, oldest first. The front entry is held inline and a
-/// ring behind it exists only while more than one buffer waits, so an idle
-/// connection, or one that gets a single frame per loop turn (the usual fan-out),
-/// allocates nothing for its queue.
+/// A connection's write queue, oldest first. Its ring exists only while something
+/// waits: it comes from the loop's `RingPool` on the first append and goes back when
+/// the queue empties, so an idle connection holds nothing for its queue, and a fan-out
+/// that queues frames to a thousand members every turn reuses the same rings instead
+/// of allocating and freeing one per member per turn.
+///
+/// The ring is held unmanaged (one +1 while non-nil, returned in `giveBack`) and the
+/// pool is only evaluated when a ring changes hands: a plain optional reference was
+/// retained and released around every append and removal, which cost more than the
+/// queue work itself. Copying a non-empty queue would share that +1, so the owner
+/// never copies one (`discardUnsent` empties the old queue before replacing it).
 struct WriteQueue {
-  private var first: PendingWrite?
-  private var rest: RingBuffer<PendingWrite>?
+  private var ring: Unmanaged<RingBuffer<PendingWrite>>?
 
-  var isEmpty: Bool { first == nil }
-  var count: Int { first == nil ? 0 : 1 + (rest?.count ?? 0) }
+  var isEmpty: Bool { ring == nil }
+  var count: Int { ring?._withUnsafeGuaranteedRef { $0.count } ?? 0 }
 
-  /// The entry `index` positions after the front.
-  func entry(at index: Int) -> PendingWrite {
-    guard index > 0 else {
-      guard let first else { preconditionFailure("WriteQueue index out of range") }
-      return first
-    }
-    guard let rest else { preconditionFailure("WriteQueue index out of range") }
-    return rest.pointer(at: index - 1).pointee
+  /// The entry `index` positions after the front, in place; valid until the next
+  /// append or removal.
+  func pointer(at index: Int) -> UnsafeMutablePointer<PendingWrite> {
+    guard let ring else { preconditionFailure("WriteQueue index out of range") }
+    return ring._withUnsafeGuaranteedRef { $0.pointer(at: index) }
   }
 
-  /// How much of the front buffer the kernel already took.
-  var frontOffset: Int { first?.offset ?? 0 }
-
-  mutating func advanceFront(by byteCount: Int) {
-    first?.offset += byteCount
-  }
-
-  mutating func append(_ entry: PendingWrite) {
-    guard first != nil else {
-      first = entry
+  mutating func append(_ entry: PendingWrite, pool: @autoclosure () -> RingPool) {
+    if let ring {
+      ring._withUnsafeGuaranteedRef { $0.append(entry) }
       return
     }
-    if let rest {
-      rest.append(entry)
-    } else {
-      let ring = RingBuffer<PendingWrite>()
-      ring.append(entry)
-      rest = ring
-    }
-  }
-
-  mutating func removeFirst() {
-    precondition(first != nil, "removeFirst on an empty WriteQueue")
-    guard let rest else {
-      first = nil
-      return
-    }
-    first = rest.removeFirst()
-    if rest.isEmpty { self.rest = nil }
+    let fresh = pool().take()
+    fresh.append(entry)
+    ring = Unmanaged.passRetained(fresh)
   }
 
   /// Removes (and releases) the first `n` entries.
-  mutating func removeFirst(_ n: Int) {
-    precondition(n <= count, "WriteQueue.removeFirst(n) beyond count")
-    for _ in 0..<n { removeFirst() }
+  mutating func removeFirst(_ n: Int = 1, pool: @autoclosure () -> RingPool) {
+    guard n > 0 else { return }
+    guard let ring else { preconditionFailure("WriteQueue.removeFirst(n) beyond count") }
+    let emptied = ring._withUnsafeGuaranteedRef { queue in
+      queue.removeFirst(n)
+      return queue.isEmpty
+    }
+    if emptied { giveBack(to: pool()) }
   }
 
-  mutating func removeAll() {
-    first = nil
-    rest = nil
+  mutating func removeAll(pool: @autoclosure () -> RingPool) {
+    guard let ring else { return }
+    ring._withUnsafeGuaranteedRef { $0.removeAll() }
+    giveBack(to: pool())
+  }
+
+  private mutating func giveBack(to pool: RingPool) {
+    guard let ring else { return }
+    self.ring = nil
+    pool.give(ring.takeRetainedValue())
+  }
+}
+
+/// Spare write-queue rings of one loop (see `WriteQueue`). Bounded, so a burst to many
+/// connections does not leave memory parked here for ever.
+final class RingPool {
+  private var spare: [RingBuffer<PendingWrite>] = []
+  private let limit: Int
+
+  init(limit: Int) { self.limit = limit }
+
+  func take() -> RingBuffer<PendingWrite> {
+    spare.popLast() ?? RingBuffer<PendingWrite>()
+  }
+
+  /// `ring` must be empty. Rings that grew past their initial size are not kept.
+  func give(_ ring: RingBuffer<PendingWrite>) {
+    guard spare.count < limit, ring.capacity <= RingBuffer<PendingWrite>.defaultCapacity else { return }
+    spare.append(ring)
   }
 }
 
@@ -90,7 +103,7 @@ extension TCPConnection {
   public func write(_ buffer: OutboundBuffer) -> Bool {
     guard state == .open else { return false }
     guard buffer.count > 0 else { return true }
-    pending.append(PendingWrite(buffer: buffer, offset: 0))
+    pending.append(PendingWrite(buffer: buffer, offset: 0), pool: loop.ringPool)
     queuedByteCount += buffer.count
     guard queuedByteCount > outboundByteLimit else {
       markDirty()
@@ -150,9 +163,9 @@ extension TCPConnection {
     let bufferCount = min(pending.count, Loop.maxGatherBuffers)
     var byteCount = 0
     for index in 0..<bufferCount {
-      let entry = pending.entry(at: index)
-      let length = entry.buffer.count - entry.offset
-      let base = entry.buffer.base + entry.offset
+      let entry = pending.pointer(at: index)
+      let length = entry.pointee.buffer.count - entry.pointee.offset
+      let base = entry.pointee.buffer.base + entry.pointee.offset
       loop.gatherBuffers[index] = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: length)
       byteCount += length
     }
@@ -166,12 +179,13 @@ extension TCPConnection {
     loop.statistics.bytesWritten &+= UInt64(byteCount)
     var remaining = byteCount
     while remaining > 0 {
-      let left = pending.entry(at: 0).buffer.count - pending.frontOffset
+      let entry = pending.pointer(at: 0)
+      let left = entry.pointee.buffer.count - entry.pointee.offset
       if remaining >= left {
         remaining -= left
-        pending.removeFirst()
+        pending.removeFirst(pool: loop.ringPool)
       } else {
-        pending.advanceFront(by: remaining)
+        entry.pointee.offset += remaining
         remaining = 0
       }
     }
@@ -199,7 +213,7 @@ extension TCPConnection {
     // Cancelled: the handle is closing; the queue is released in the close callback.
     guard status != UV_ECANCELED.rawValue else { return }
     guard status == 0 else { return fail(LoopError(code: status)) }
-    pending.removeFirst(inFlightBufferCount)
+    pending.removeFirst(inFlightBufferCount, pool: loop.ringPool)
     queuedByteCount -= inFlightByteCount
     loop.statistics.bytesWritten &+= UInt64(inFlightByteCount)
     inFlightBufferCount = 0

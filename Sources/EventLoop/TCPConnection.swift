@@ -335,7 +335,7 @@ public final class TCPConnection: HandleOwner {
   /// Frees everything libuv has finished with and reports the close, exactly once.
   func handleDidClose() {
     state = .closed
-    pending.removeAll()
+    pending.removeAll(pool: loop.ringPool)
     queuedByteCount = 0
     writeRequest?.deallocate()
     shutdownRequest?.deallocate()
