@@ -15,7 +15,7 @@ public final class RelayServer {
   let core: RelayCore
   let metrics = ServerMetrics()
   private var listener: TCPListener?
-  var connections: [ConnectionID: ServerConnection] = [:]
+  var connections = ConnectionTable<ServerConnection>()
   private var nextConnection: UInt64 = 1
   private var headDeadlines = FIFODeadlines()
   private var closeDeadlines = FIFODeadlines()
@@ -98,7 +98,7 @@ public final class RelayServer {
     let conn = ServerConnection(
       server: self, id: id, tcp: tcp, maxHeadBytes: config.maxHeadBytes,
       maxMessageBytes: config.maxMessageBytes)
-    connections[id] = conn
+    connections.insert(conn)
     tcp.maxOutboundBytes = config.maxOutboundBytes
     tcp.delegate = conn
     headDeadlines.add(id.raw, dueMs: now.monoMs + config.headTimeoutMs)
@@ -128,7 +128,7 @@ public final class RelayServer {
 
   func didClose(_ conn: ServerConnection, _ reason: CloseReason) {
     let id = conn.id
-    guard connections.removeValue(forKey: id) != nil else { return }
+    guard connections.remove(id) != nil else { return }
     leaveWebSocket(conn)
     metrics.connectionsOpen.record(connections.count)
     if conn.coreOpened {

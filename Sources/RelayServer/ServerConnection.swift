@@ -65,3 +65,5 @@ final class ServerConnection: TCPConnectionDelegate {
     server.didClose(self, reason)
   }
 }
+
+extension ServerConnection: IdentifiedConnection {}

@@ -1,0 +1,42 @@
+import RelayCore
+import RelayProtocol
+import Testing
+
+@testable import RelayServer
+
+private final class Stub: IdentifiedConnection {
+  let id: ConnectionID
+  init(_ raw: UInt64) { id = ConnectionID(raw) }
+}
+
+@Suite struct ConnectionTableTests {
+  @Test("matches a Dictionary model through growth, seeded random removals and shrinking")
+  func matchesModel() {
+    var table = ConnectionTable<Stub>()
+    var model: [UInt64: Stub] = [:]
+    var random = SeededRandom(seed: 42)
+    var next: UInt64 = 1
+    for round in 0..<20_000 {
+      // Phases: mostly opening, then mostly closing, so the table grows and shrinks.
+      let opening = (round / 5_000) % 2 == 0 ? 4 : 1
+      if model.isEmpty || Int.random(in: 0..<5, using: &random) < opening {
+        let stub = Stub(next)
+        next += UInt64.random(in: 1...3, using: &random)  // gaps, like closed handshakes
+        table.insert(stub)
+        model[stub.id.raw] = stub
+      } else {
+        let victim = model.keys.randomElement(using: &random)!
+        #expect(table.remove(ConnectionID(victim)) === model.removeValue(forKey: victim))
+      }
+      #expect(table.count == model.count)
+      if round % 997 == 0 {
+        for (raw, stub) in model { #expect(table[ConnectionID(raw)] === stub) }
+        #expect(table[ConnectionID(next + 7)] == nil)
+        #expect(Set(table.values.map(\.id.raw)) == Set(model.keys))
+      }
+    }
+    for raw in Array(model.keys) { #expect(table.remove(ConnectionID(raw)) != nil) }
+    #expect(table.isEmpty && table.values.isEmpty)
+    #expect(table.remove(ConnectionID(1)) == nil)
+  }
+}
