@@ -92,6 +92,9 @@ rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 # Anonymous resident memory: heap and stacks, without the shared library and
 # binary pages that RSS also counts (those are paged in once, not per connection).
 anon_kb() { awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"; }
+# Time the hypervisor took from this VM's CPUs (steal, all CPUs), in µs: tail
+# latencies on a shared machine follow it.
+steal_us() { awk -v t="$CLK_TCK" '/^cpu / { printf "%d", $9 * 1000000 / t }' /proc/stat; }
 now_us() { echo $(($(date +%s%N) / 1000)); }
 
 # wait_line FILE PATTERN TIMEOUT_S: polls a bots log for a phase line.
@@ -119,6 +122,8 @@ measure() {
   local cpu0 t0 cpu1 t1 rss anon bots0 bots1 sys0 sys1
   cpu0=$(cpu_us "$SERVER_PID")
   sys0=$(sys_us "$SERVER_PID")
+  local steal0 steal1
+  steal0=$(steal_us)
   bots0=$(bots_cpu_us "${pids[@]}")
   t0=$(now_us)
   # Sleep through the measured phase instead of polling it: every poll is a new
@@ -130,15 +135,16 @@ measure() {
   wait_line "$RAW/$name.0.err" "run over" 600 || true
   cpu1=$(cpu_us "$SERVER_PID")
   sys1=$(sys_us "$SERVER_PID")
+  steal1=$(steal_us)
   bots1=$(bots_cpu_us "${pids[@]}")
   t1=$(now_us)
   rss=$(rss_kb "$SERVER_PID")
   anon=$(anon_kb "$SERVER_PID")
   local rc=0
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  python3 - "$RECORDS" "$name" "$target" "$scenario" "$shards" "$((cpu1 - cpu0))" "$((t1 - t0))" "$rss" "$rc" "$RAW" "$((bots1 - bots0))" "$anon" "$((sys1 - sys0))" <<'EOF'
+  python3 - "$RECORDS" "$name" "$target" "$scenario" "$shards" "$((cpu1 - cpu0))" "$((t1 - t0))" "$rss" "$rc" "$RAW" "$((bots1 - bots0))" "$anon" "$((sys1 - sys0))" "$((steal1 - steal0))" <<'EOF'
 import json, sys
-records, name, target, scenario, shards, cpu_us, wall_us, rss, rc, raw, bots_cpu_us, anon, sys_us = sys.argv[1:]
+records, name, target, scenario, shards, cpu_us, wall_us, rss, rc, raw, bots_cpu_us, anon, sys_us, steal_us = sys.argv[1:]
 reports = [json.load(open(f"{raw}/{name}.{k}.json")) for k in range(int(shards))]
 deliv = sum(r["deliveriesReceived"] for r in reports)
 dur_s = max(r["durationMs"] for r in reports) / 1000
@@ -153,6 +159,7 @@ rec = dict(name=name, target=target, scenario=scenario, rc=int(rc),
            botsFramesPerRead=sum(r.get("framesReceived", 0) for r in reports) / max(1, sum(r.get("reads", 0) for r in reports)),
            cpuUsPer1000=1000 * int(cpu_us) / deliv if deliv else None,
            sysPct=100 * int(sys_us) / max(1, int(wall_us)),
+           stealPct=100 * int(steal_us) / max(1, int(wall_us)) / 2,
            rssKb=int(rss), anonKb=int(anon), p50=lat["p50"], p99=lat["p99"], p999=lat["p999"],
            handP50=hand["p50"], handP99=hand["p99"], handP999=hand["p999"], handCount=hand["count"],
            handCommands=sum(r["handCommands"] for r in reports),
@@ -234,14 +241,16 @@ if any(r["scenario"] == "fanout" for r in recs):
           "(user + kernel, over the same window); 1 / that is roughly what one bots core can receive.", ""]
 if any(r["scenario"].startswith("rate-") for r in recs):
     L += ["## 2. Fixed message rate into 10 x 100 (Relay)", "",
-          "| offered msg/s | deliveries/s | p50 ms | p99 ms | p99.9 ms | server CPU % | CPU µs / 1 000 deliveries | bots CPU % | check failures |",
-          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+          "| offered msg/s | deliveries/s | p50 ms | p99 ms | p99.9 ms | server CPU % | CPU µs / 1 000 deliveries | bots CPU % | steal % | p99 ms of each run | check failures |",
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in ("rate-200", "rate-1000"):
         rs = group(s, "relay")
         if rs:
             L.append(f"| {s[5:]} | {f(med(rs,'deliveriesPerSec'))} | {ms(med(rs,'p50'))} | {ms(med(rs,'p99'))} | {ms(med(rs,'p999'))} | "
-                     f"{f(med(rs,'cpuPct'),1)} | {f(med(rs,'cpuUsPer1000'),1)} | {f(med(rs,'botsCpuPct'))} | {fails(rs)} |")
-    L += [""]
+                     f"{f(med(rs,'cpuPct'),1)} | {f(med(rs,'cpuUsPer1000'),1)} | {f(med(rs,'botsCpuPct'))} | {f(med(rs,'stealPct'),1)} | "
+                     f"{', '.join(ms(r['p99']) for r in rs)} | {fails(rs)} |")
+    L += ["", "Steal % is the share of the VM's CPUs the hypervisor took during the run (from /proc/stat): "
+          "the tail of these latencies moves with it and with other tenants' load.", ""]
 if any(r["scenario"].startswith("idle-") for r in recs):
     L += ["## 3. Idle joined connections with heartbeats (30 s, ping every 10 000 ms)", "",
           "| server | connections | RSS MB | RSS / connections KiB | ΔRSS / connection KiB | ΔRssAnon / connection KiB | CPU % | of which kernel % | check failures |",
