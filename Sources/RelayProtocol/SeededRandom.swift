@@ -23,8 +23,12 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
     return z ^ (z >> 31)
   }
 
-  /// Uniform enough in 0..<n for tests and schedules (modulo bias is negligible here).
-  public mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+  /// Uniform enough in 0..<n for tests and schedules (modulo bias is negligible here);
+  /// 0 when there is nothing to choose from.
+  public mutating func below(_ n: Int) -> Int { n <= 0 ? 0 : Int(next() % UInt64(n)) }
+
+  /// Uniform in [0, 1), from the top 53 bits.
+  public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 
   /// True with `percent` % probability.
   public mutating func chance(_ percent: Int) -> Bool { below(100) < percent }

@@ -3,6 +3,7 @@
 // the loop thread (bots hold it strongly: it holds no bot, so no cycle).
 
 import EventLoop
+import RelayProtocol
 
 /// Which server the bots talk to.
 enum WireProtocol: String {
@@ -52,23 +53,6 @@ struct Fault {
     self.kind = kind
     every = n
   }
-}
-
-/// SplitMix64: small, fast, seedable; runs are reproducible given `--seed`.
-struct SeededRandom {
-  private var state: UInt64
-  init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-
-  mutating func below(_ n: Int) -> Int { n <= 1 ? 0 : Int(next() % UInt64(n)) }
-  mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
 
 /// A set of seqs as a bitmap: message seqs per session, recorded by every
