@@ -5,11 +5,24 @@
 // only the reference (8 bytes per slot). Lookups only: nothing ever iterates it, so
 // hash order can never reach the output (DESIGN.md, determinism).
 
-/// How a table finds the key inside its element.
-protocol TableKeying {
+/// How a table finds the key inside its element, and hashes it.
+public protocol TableKeying {
   associatedtype Element: AnyObject
   associatedtype Key: Hashable
   static func key(of element: Element) -> Key
+  /// Defaults to the seeded `hashValue`; keys the relay hands out itself (connection
+  /// ids) use `ConnectionID.tableHash`, which costs a multiply instead of a SipHash.
+  static func hash(_ key: Key) -> UInt64
+}
+
+extension TableKeying {
+  @inlinable public static func hash(_ key: Key) -> UInt64 { UInt64(UInt(bitPattern: key.hashValue)) }
+}
+
+extension ConnectionID {
+  /// Fibonacci hashing (id × 2⁶⁴/φ): ids are numbers the shell assigns, never chosen
+  /// by a client, so no one can aim them at one slot.
+  @inlinable public var tableHash: UInt64 { raw &* 0x9E37_79B9_7F4A_7C15 }
 }
 
 /// Open addressing with linear probing and backward-shift deletion (no tombstones),
@@ -20,28 +33,37 @@ protocol TableKeying {
 /// key in insertion order: they share a home slot, a new one lands after the others
 /// (a probe run has no holes), deletion shifts them back without reordering, and a
 /// resize re-places each run from its start.
-struct RefTable<Keying: TableKeying> {
-  typealias Element = Keying.Element
-  typealias Key = Keying.Key
+/// Inlinable so the server's table (another module) is specialized like the core's:
+/// unspecialized, every lookup went through generic metadata (about 1 700
+/// instructions per delivery).
+public struct RefTable<Keying: TableKeying> {
+  public typealias Element = Keying.Element
+  public typealias Key = Keying.Key
 
-  private var slots: ContiguousArray<Element?> = []
-  private(set) var count = 0
+  @usableFromInline var slots: ContiguousArray<Element?> = []
+  @usableFromInline var storedCount = 0
+  @inlinable public var count: Int { storedCount }
 
-  var isEmpty: Bool { count == 0 }
+  @inlinable public init() {}
+
+  @inlinable public var isEmpty: Bool { count == 0 }
+
+  /// Every element, in slot order (callers sort when order matters).
+  @inlinable public var values: [Element] { slots.compactMap { $0 } }
 
   /// Maps the hash onto 0..<capacity by its high bits (multiply-shift), so the
   /// capacity need not be a power of two.
-  private func home(_ key: Key) -> Int {
-    Int(UInt64(UInt(bitPattern: key.hashValue)).multipliedFullWidth(by: UInt64(slots.count)).high)
+  @inlinable func home(_ key: Key) -> Int {
+    Int(Keying.hash(key).multipliedFullWidth(by: UInt64(slots.count)).high)
   }
 
-  private func after(_ i: Int) -> Int { i + 1 == slots.count ? 0 : i + 1 }
+  @inlinable func after(_ i: Int) -> Int { i + 1 == slots.count ? 0 : i + 1 }
 
   /// Grows by half: tables then run between 1/2 and 3/4 full instead of a power of
   /// two's 3/8 to 3/4, about an eighth fewer slot bytes on average.
-  private var grown: Int { Swift.max(8, slots.count + slots.count / 2) }
+  @inlinable var grown: Int { Swift.max(8, slots.count + slots.count / 2) }
 
-  private func index(of key: Key) -> Int? {
+  @inlinable func index(of key: Key) -> Int? {
     guard count > 0 else { return nil }
     var i = home(key)
     while let element = slots[i] {
@@ -52,7 +74,7 @@ struct RefTable<Keying: TableKeying> {
   }
 
   /// Get: the element with this key. Set: a non-nil value must carry `key`; nil removes.
-  subscript(key: Key) -> Element? {
+  @inlinable public subscript(key: Key) -> Element? {
     get { index(of: key).flatMap { slots[$0] } }
     set {
       if let newValue {
@@ -65,17 +87,17 @@ struct RefTable<Keying: TableKeying> {
   }
 
   /// Adds the element, replacing one with the same key.
-  mutating func insert(_ element: Element) {
+  @inlinable public mutating func insert(_ element: Element) {
     if let i = index(of: Keying.key(of: element)) {
       slots[i] = element
       return
     }
     if (count + 1) * 4 > slots.count * 3 { resize(to: grown) }
     place(element)
-    count += 1
+    storedCount += 1
   }
 
-  private mutating func place(_ element: Element) {
+  @inlinable mutating func place(_ element: Element) {
     var i = home(Keying.key(of: element))
     while slots[i] != nil { i = after(i) }
     slots[i] = element
@@ -85,7 +107,7 @@ struct RefTable<Keying: TableKeying> {
   mutating func append(_ element: Element) {
     if (count + 1) * 4 > slots.count * 3 { resize(to: grown) }
     place(element)
-    count += 1
+    storedCount += 1
   }
 
   /// The elements with this key, in insertion order (multimap use).
@@ -130,16 +152,16 @@ struct RefTable<Keying: TableKeying> {
   }
 
   @discardableResult
-  mutating func removeValue(forKey key: Key) -> Element? {
+  @inlinable public mutating func removeValue(forKey key: Key) -> Element? {
     guard let found = index(of: key) else { return nil }
     return remove(at: found)
   }
 
   @discardableResult
-  private mutating func remove(at found: Int) -> Element? {
+  @inlinable mutating func remove(at found: Int) -> Element? {
     let removed = slots[found]
     slots[found] = nil
-    count -= 1
+    storedCount -= 1
     // Backward shift: pull later members of the probe run into the hole unless their
     // home lies cyclically after the hole (then they are still reachable).
     var hole = found
@@ -158,7 +180,7 @@ struct RefTable<Keying: TableKeying> {
     return removed
   }
 
-  private mutating func resize(to capacity: Int) {
+  @inlinable mutating func resize(to capacity: Int) {
     let old = slots
     slots = ContiguousArray(repeating: nil, count: capacity)
     guard let start = old.firstIndex(where: { $0 == nil }) else { return }
@@ -171,6 +193,7 @@ struct RefTable<Keying: TableKeying> {
 
 enum ConnectionsById: TableKeying {
   static func key(of element: Connection) -> ConnectionID { element.id }
+  static func hash(_ key: ConnectionID) -> UInt64 { key.tableHash }
 }
 
 /// Connections that said hello, by user (a multimap: one user, several devices).

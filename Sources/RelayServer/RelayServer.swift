@@ -15,7 +15,7 @@ public final class RelayServer {
   let core: RelayCore
   let metrics = ServerMetrics()
   private var listener: TCPListener?
-  var connections = ConnectionTable<ServerConnection>()
+  var connections = RefTable<ServerConnectionsById>()
   private var nextConnection: UInt64 = 1
   private var headDeadlines = FIFODeadlines()
   private var closeDeadlines = FIFODeadlines()
@@ -128,7 +128,7 @@ public final class RelayServer {
 
   func didClose(_ conn: ServerConnection, _ reason: CloseReason) {
     let id = conn.id
-    guard connections.remove(id) != nil else { return }
+    guard connections.removeValue(forKey: id) != nil else { return }
     leaveWebSocket(conn)
     metrics.connectionsOpen.record(connections.count)
     if conn.coreOpened {

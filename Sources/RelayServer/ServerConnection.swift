@@ -66,4 +66,9 @@ final class ServerConnection: TCPConnectionDelegate {
   }
 }
 
-extension ServerConnection: IdentifiedConnection {}
+/// The server's connections by id (fan-out resolves every recipient here): the core's
+/// reference table with the cheap hash for server-assigned ids.
+enum ServerConnectionsById: TableKeying {
+  static func key(of element: ServerConnection) -> ConnectionID { element.id }
+  static func hash(_ key: ConnectionID) -> UInt64 { key.tableHash }
+}

@@ -4,15 +4,21 @@ import Testing
 
 @testable import RelayServer
 
-private final class Stub: IdentifiedConnection {
+private final class Stub {
   let id: ConnectionID
   init(_ raw: UInt64) { id = ConnectionID(raw) }
 }
 
-@Suite struct ConnectionTableTests {
+/// Keyed and hashed like the server's connections (`ServerConnectionsById`).
+private enum StubsById: TableKeying {
+  static func key(of element: Stub) -> ConnectionID { element.id }
+  static func hash(_ key: ConnectionID) -> UInt64 { key.tableHash }
+}
+
+@Suite struct ConnectionTableTests {  // the core's RefTable as the server uses it
   @Test("matches a Dictionary model through growth, seeded random removals and shrinking")
   func matchesModel() {
-    var table = ConnectionTable<Stub>()
+    var table = RefTable<StubsById>()
     var model: [UInt64: Stub] = [:]
     var random = SeededRandom(seed: 42)
     var next: UInt64 = 1
@@ -26,7 +32,7 @@ private final class Stub: IdentifiedConnection {
         model[stub.id.raw] = stub
       } else {
         let victim = model.keys.randomElement(using: &random)!
-        #expect(table.remove(ConnectionID(victim)) === model.removeValue(forKey: victim))
+        #expect(table.removeValue(forKey: ConnectionID(victim)) === model.removeValue(forKey: victim))
       }
       #expect(table.count == model.count)
       if round % 997 == 0 {
@@ -35,8 +41,8 @@ private final class Stub: IdentifiedConnection {
         #expect(Set(table.values.map(\.id.raw)) == Set(model.keys))
       }
     }
-    for raw in Array(model.keys) { #expect(table.remove(ConnectionID(raw)) != nil) }
+    for raw in Array(model.keys) { #expect(table.removeValue(forKey: ConnectionID(raw)) != nil) }
     #expect(table.isEmpty && table.values.isEmpty)
-    #expect(table.remove(ConnectionID(1)) == nil)
+    #expect(table.removeValue(forKey: ConnectionID(1)) == nil)
   }
 }
