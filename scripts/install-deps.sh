@@ -11,7 +11,7 @@ sudo_cmd=()
 [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
 
 apt_pkgs=(libuv1-dev libssl-dev pkg-config)
-[ $want_test -eq 1 ] && apt_pkgs+=(node-ws nodejs)
+[ $want_test -eq 1 ] && apt_pkgs+=(node-ws nodejs redis-server haproxy)
 
 missing=()
 for p in "${apt_pkgs[@]}"; do
