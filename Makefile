@@ -3,7 +3,7 @@
 SWIFT ?= swift
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: deps test-deps build release run test unit integration bench clean
+.PHONY: deps test-deps build release run test unit integration bench bench-cluster clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -33,6 +33,11 @@ integration:
 
 bench: release
 	bash Benchmarks/run.sh
+
+# Cluster figures (docs/cluster.md): needs redis-server (`make test-deps`).
+bench-cluster: release
+	$(SWIFT) build -c release --product relay-bots
+	python3 Benchmarks/cluster.py
 
 clean:
 	rm -rf .build

@@ -36,6 +36,9 @@ final class ClusterNode {
   private(set) var state = State.down
   /// This node's number in the current generation; 0 while it has none.
   private(set) var number: UInt32 = 0
+  /// This node's `join` under `number` has been read back from the log: until then
+  /// the replicas do not know the number, and a reconnect must join afresh.
+  private var joinSeen = false
   private var generation: String?
   private var lastId = "0"
   private var backoffMs: UInt64 = 100
@@ -48,6 +51,11 @@ final class ClusterNode {
   /// socket ended, or its participant would stay connected forever.
   private var unloggedCloses: [LogInput] = []
   private var onLeft: (() -> Void)?
+  /// Running totals for `/metrics`.
+  private(set) var stats = ClusterStats()
+  /// The append script's SHA1 once `SCRIPT LOAD`ed (`EVALSHA` sends 40 bytes, not
+  /// the script); nil until then, or after Redis forgot it (`NOSCRIPT`).
+  private var scriptSHA: [UInt8]?
 
   /// Beats are sent this often; a node is dead after `nodeTimeoutMs` without one.
   var beatMs: UInt64 { UInt64(max(50, min(1_000, nodeTimeoutMs / 4))) }
@@ -117,6 +125,7 @@ final class ClusterNode {
     if let old = generation, old != g {
       logger.warning("cluster state was lost in Redis: resetting this node", metadata: ["node": "\(name)"])
       server.resetClusterState(seed: Array(g.utf8))
+      stats.resets += 1
       number = 0
       lastId = "0"
       unloggedCloses = []
@@ -125,8 +134,9 @@ final class ClusterNode {
     }
     generation = g
     backoffMs = 100
+    loadScript()
     readLoop()
-    if number == 0 {
+    if number == 0 || !joinSeen {
       join()
     } else {
       state = .ready
@@ -141,6 +151,7 @@ final class ClusterNode {
   private func join() {
     guard let g = generation else { return }
     state = .catchingUp
+    joinSeen = false
     commands?.send([Array("INCR".utf8), nodesKey(g)]) { [weak self] reply in
       guard let self else { return }
       guard case .integer(let n)? = reply, n > 0, n < 1 << 24 else { return self.dropConnections() }
@@ -186,18 +197,49 @@ final class ClusterNode {
     }
     let entry = LogEntry(node: number, wallMs: Loop.wallClockMs(), input: input)
     lastAppendMs = server.loop.nowMs
+    stats.appends += 1
+    let tail = [Array("2".utf8), generationKey, logKey(g), Array(g.utf8), entry.encoded()]
+    let command = scriptSHA.map { [Array("EVALSHA".utf8), $0] + tail } ?? [Array("EVAL".utf8), Self.appendScript] + tail
+    commands.send(command) { [weak self] reply in
+      guard let self else { return }
+      switch reply {
+      case .bulk?: return
+      case .error(let message)? where message.hasPrefix("NOSCRIPT"):
+        // Redis restarted (or flushed its scripts): send the script itself once more.
+        self.scriptSHA = nil
+        self.stats.appends -= 1
+        self.appendEncoded(entry, input: input, failed: failed)
+        self.loadScript()
+      case .error(let message)? where message.hasPrefix("RESET"):
+        self.stats.appendFailures += 1
+        failed?()
+        self.generationLost()
+      default:
+        self.stats.appendFailures += 1
+        if case .closed = input, self.number == entry.node { self.unloggedCloses.append(input) }
+        failed?()
+      }
+    }
+  }
+
+  /// Re-sends an entry already stamped (after `NOSCRIPT`), with the script's text.
+  private func appendEncoded(_ entry: LogEntry, input: LogInput, failed: (() -> Void)?) {
+    guard let g = generation, let commands else { return failed?() ?? () }
+    stats.appends += 1
     commands.send(
       [Array("EVAL".utf8), Self.appendScript, Array("2".utf8), generationKey, logKey(g), Array(g.utf8), entry.encoded()]
     ) { [weak self] reply in
-      switch reply {
-      case .bulk?: return
-      case .error(let message)? where message.hasPrefix("RESET"):
-        failed?()
-        self?.generationLost()
-      default:
-        if case .closed = input, let self, self.number == entry.node { self.unloggedCloses.append(input) }
-        failed?()
-      }
+      guard let self else { return }
+      if case .bulk? = reply { return }
+      self.stats.appendFailures += 1
+      if case .error(let message)? = reply, message.hasPrefix("RESET") { self.generationLost() }
+      failed?()
+    }
+  }
+
+  private func loadScript() {
+    commands?.send([Array("SCRIPT".utf8), Array("LOAD".utf8), Self.appendScript]) { [weak self] reply in
+      if case .bulk(let sha?)? = reply { self?.scriptSHA = sha }
     }
   }
 
@@ -249,9 +291,12 @@ final class ClusterNode {
   }
 
   private func apply(_ entry: LogEntry) {
+    stats.applied += 1
     guard let deaths = server.applyLogEntry(entry) else { return }
+    stats.deaths += UInt64(deaths.count)
     if number != 0, deaths.contains(number) {
       logger.error("this node was declared dead by the cluster: rejoining", metadata: ["node": "\(name)"])
+      stats.rejoins += 1
       number = 0
       unloggedCloses = []
       server.closeAllWebSockets(code: RelayProtocol.CloseCode.serviceRestart, reason: "node rejoining the cluster")
@@ -259,6 +304,7 @@ final class ClusterNode {
       return
     }
     if state == .catchingUp, entry.node == number, case .join = entry.input {
+      joinSeen = true
       state = .ready
       logger.info("cluster node ready", metadata: ["node": "\(name)", "number": "\(number)"])
     }
@@ -323,4 +369,15 @@ final class ClusterNode {
     tickTimer = nil
     done?()
   }
+}
+
+/// Cluster counters for `/metrics` (docs/cluster.md, "Operating it").
+struct ClusterStats {
+  var appends: UInt64 = 0
+  var appendFailures: UInt64 = 0
+  var applied: UInt64 = 0
+  /// Nodes this replica saw declared dead.
+  var deaths: UInt64 = 0
+  var rejoins: UInt64 = 0
+  var resets: UInt64 = 0
 }

@@ -183,3 +183,20 @@ extension RelayServer {
     }
   }
 }
+
+extension RelayServer {
+  /// `relay_cluster_*` series; absent standalone.
+  func refreshClusterMetrics() {
+    guard let cluster else { return }
+    let s = cluster.stats
+    metrics.mirror("relay_cluster_ready", cluster.isReady ? 1 : 0)
+    metrics.mirror("relay_cluster_node_number", Int(cluster.number))
+    metrics.mirror("relay_cluster_live_nodes", replica?.nodes.count ?? 0)
+    metrics.mirrorCounter("relay_cluster_appends_total", s.appends)
+    metrics.mirrorCounter("relay_cluster_append_failures_total", s.appendFailures)
+    metrics.mirrorCounter("relay_cluster_entries_applied_total", s.applied)
+    metrics.mirrorCounter("relay_cluster_node_deaths_total", s.deaths)
+    metrics.mirrorCounter("relay_cluster_rejoins_total", s.rejoins)
+    metrics.mirrorCounter("relay_cluster_resets_total", s.resets)
+  }
+}

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Cluster figures (docs/cluster.md): `make bench-cluster`, never part of the tests.
+
+    python3 Benchmarks/cluster.py [local] [spread] [latency] [kill]   (default: all)
+
+- local:   fan-out (bots/fanout.json) on a standalone relay and on one node with
+           --redis and every member local, alternating, median of BENCH_RUNS (3).
+- spread:  the same load with members spread over 3 nodes (bots round-robin).
+- latency: 1 000 messages/s into 10 x 100 (bots/rate-1000.json), members spread
+           over 2 nodes, so most deliveries cross nodes: p50/p99.
+- kill:    SIGKILL of a node → `participant.lost` at a peer on another node, with
+           --node-timeout 5000, median of 5 (target ≤ node-timeout + 1 000 ms).
+
+Relay processes are pinned to core 0, bots and Redis to core 1 (taskset), all on
+loopback. Prints a Markdown table and writes Benchmarks/results/cluster.md; raw
+reports go to Benchmarks/results/raw/cluster-<stamp>/ (ignored by git).
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = ROOT / ".build" / "release"
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+CLK = os.sysconf("SC_CLK_TCK")
+STAMP = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+RAW = ROOT / "Benchmarks" / "results" / "raw" / f"cluster-{STAMP}"
+SERVER_CPU, OTHER_CPU = ("0", "1") if os.cpu_count() and os.cpu_count() >= 2 else ("0", "0")
+FANOUT_FLAGS = ["--message-rate", "1000000", "--max-outbound-bytes", "16777216", "--log-level", "warning"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def wait_until(pred, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise TimeoutError(what)
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+class Procs:
+    def __init__(self):
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, args: list[str], cpu: str, log: Path) -> subprocess.Popen:
+        p = subprocess.Popen(["taskset", "-c", cpu, *args], stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+        self.procs = []
+
+
+def redis(procs: Procs, tag: str) -> str:
+    port = free_port()
+    procs.start([shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                 "--save", "", "--appendonly", "no"], OTHER_CPU, RAW / f"{tag}.redis.log")
+    wait_until(lambda: socket.create_connection(("127.0.0.1", port), 0.2).close() is None, 10, "redis")
+    return f"redis://127.0.0.1:{port}"
+
+
+def relays(procs: Procs, tag: str, count: int, redis_url: str | None, extra: list[str]) -> list[tuple[int, subprocess.Popen]]:
+    out = []
+    for i in range(count):
+        port = free_port()
+        args = [str(BIN / "relay"), "serve", "--listen", f"127.0.0.1:{port}", *extra]
+        if redis_url:
+            args += ["--redis", redis_url, "--node-id", f"n{i + 1}"]
+        p = procs.start(args, SERVER_CPU, RAW / f"{tag}.relay{i + 1}.log")
+        wait_until(lambda: ready(port), 20, f"relay {i + 1}")
+        out.append((port, p))
+    return out
+
+
+def bots(scenario: str, ports: list[int], tag: str, extra: list[str]) -> tuple[dict, subprocess.Popen]:
+    urls = []
+    for port in ports:
+        urls += ["--url", f"ws://127.0.0.1:{port}/v1/ws"]
+    report = RAW / f"{tag}.json"
+    p = subprocess.Popen(["taskset", "-c", OTHER_CPU, str(BIN / "relay-bots"), "run", scenario, "--dev", *urls,
+                          "--json", str(report), "--quiet", *extra],
+                         stdout=open(RAW / f"{tag}.bots.out", "wb"), stderr=open(RAW / f"{tag}.bots.err", "wb"))
+    return {"report": report}, p
+
+
+def run_load(tag: str, scenario: str, nodes: int, clustered: bool, extra_bots: list[str] | None = None) -> dict:
+    procs = Procs()
+    try:
+        url = redis(procs, tag) if clustered else None
+        servers = relays(procs, tag, nodes, url, FANOUT_FLAGS)
+        cpu0 = sum(cpu_s(p.pid) for _, p in servers)
+        t0 = time.monotonic()
+        info, b = bots(scenario, [port for port, _ in servers], tag, extra_bots or [])
+        rc = b.wait(timeout=300)
+        wall = time.monotonic() - t0
+        cpu = sum(cpu_s(p.pid) for _, p in servers) - cpu0
+        r = json.loads(info["report"].read_text())
+        deliveries = r["deliveriesReceived"]
+        return {
+            "tag": tag, "rc": rc, "deliveriesPerSec": deliveries / (r["durationMs"] / 1000),
+            "p50": r["deliveryLatencyUs"]["p50"], "p99": r["deliveryLatencyUs"]["p99"],
+            "relayCpuPct": 100 * cpu / wall, "checkFailures": r["checkFailures"],
+        }
+    finally:
+        procs.stop()
+
+
+def median(rows: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+async def kill_to_lost(trial: int) -> float:
+    sys.path.insert(0, str(ROOT / "Tests" / "integration"))
+    import websockets  # noqa: PLC0415
+
+    procs = Procs()
+    try:
+        url = redis(procs, f"kill{trial}")
+        (p1, _), (p2, n2) = relays(procs, f"kill{trial}", 2, url, ["--node-timeout", "5000", "--log-level", "warning"])
+
+        async def member(port: int, uid: str):
+            ws = await websockets.connect(f"ws://127.0.0.1:{port}/v1/ws", subprotocols=["relay.v1"])
+            await ws.send(json.dumps({"type": "hello", "dev": {"uid": uid, "name": uid}}))
+            await ws.send(json.dumps({"type": "session.join", "session": "k"}))
+            while json.loads(await ws.recv())["type"] != "session.joined":
+                pass
+            return ws
+
+        alice = await member(p1, "alice")
+        await member(p2, "bob")
+        while json.loads(await asyncio.wait_for(alice.recv(), 10))["type"] != "participant.joined":
+            pass
+        killed = time.monotonic()
+        n2.send_signal(signal.SIGKILL)
+        while True:
+            m = json.loads(await asyncio.wait_for(alice.recv(), 20))
+            if m["type"] == "participant.lost":
+                return (time.monotonic() - killed) * 1000
+    finally:
+        procs.stop()
+
+
+def main() -> None:
+    which = sys.argv[1:] or ["local", "spread", "latency", "kill"]
+    RAW.mkdir(parents=True, exist_ok=True)
+    lines = [f"# Cluster figures, {STAMP}", "",
+             f"Machine: {os.cpu_count()} vCPU; relays on core {SERVER_CPU}, bots and Redis on core {OTHER_CPU}; "
+             f"medians of {RUNS} runs; raw: `{RAW.relative_to(ROOT)}`.", "",
+             "| configuration | deliveries/s | p50 µs | p99 µs | relay CPU % (all nodes) | check failures |",
+             "|---|---|---|---|---|---|"]
+
+    def row(name: str, rows: list[dict]) -> None:
+        lines.append(f"| {name} | {median(rows, 'deliveriesPerSec'):,.0f} | {median(rows, 'p50'):.0f} | "
+                     f"{median(rows, 'p99'):.0f} | {median(rows, 'relayCpuPct'):.0f} | "
+                     f"{sum(r['checkFailures'] for r in rows)} |")
+        print(lines[-1], flush=True)
+
+    if "local" in which:
+        alone, local = [], []
+        for i in range(RUNS):  # alternating, so drift on a shared machine hits both
+            alone.append(run_load(f"alone{i}", "fanout", 1, False))
+            local.append(run_load(f"local{i}", "fanout", 1, True))
+        row("fan-out 10 x 100, standalone", alone)
+        row("fan-out 10 x 100, one node with --redis (all local)", local)
+        ratio = median(local, "deliveriesPerSec") / median(alone, "deliveriesPerSec")
+        lines.append(f"| ratio clustered / standalone | {ratio:.2f} (target ≥ 0.8) | | | | |")
+        print(lines[-1], flush=True)
+    if "spread" in which:
+        row("fan-out 10 x 100, members spread over 3 nodes",
+            [run_load(f"spread{i}", "fanout", 3, True) for i in range(RUNS)])
+    if "latency" in which:
+        row("1 000 msg/s into 10 x 100, members over 2 nodes (cross-node p99 target ≤ 5 ms)",
+            [run_load(f"rate{i}", "rate-1000", 2, True, ["--duration", "10000"]) for i in range(RUNS)])
+    if "kill" in which:
+        times = [asyncio.run(kill_to_lost(i)) for i in range(5)]
+        lines += ["", f"SIGKILL → `participant.lost` at a peer, `--node-timeout 5000`: median "
+                  f"{statistics.median(times):.0f} ms, max {max(times):.0f} ms over 5 (target ≤ 6 000 ms); "
+                  f"runs: {', '.join(f'{t:.0f}' for t in times)}"]
+        print(lines[-1], flush=True)
+    out = ROOT / "Benchmarks" / "results" / "cluster.md"
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
