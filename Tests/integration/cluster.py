@@ -35,7 +35,8 @@ def _wait(predicate, timeout: float, what: str) -> None:
 class Redis:
     """A private redis-server (no persistence) on 127.0.0.1:<port>."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, password: str | None = None):
+        self.password = password
         exe = shutil.which("redis-server")
         if exe is None:
             raise RuntimeError("redis-server not installed: run scripts/install-deps.sh --test")
@@ -48,13 +49,14 @@ class Redis:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}"
 
     def start(self) -> None:
         log = open(self.dir / "redis.log", "ab")
         self.proc = subprocess.Popen(
             [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir)],
+             "--dir", str(self.dir), *(["--requirepass", self.password] if self.password else [])],
             stdout=log, stderr=subprocess.STDOUT)
         _wait(self._answers, START_TIMEOUT_S, "redis")
 
@@ -65,11 +67,19 @@ class Redis:
             return False
 
     def command(self, *args: str) -> str:
-        """One command over a fresh socket; the first reply line."""
+        """One command over a fresh socket (after AUTH); the first line of its reply."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
-            out = f"*{len(args)}\r\n" + "".join(f"${len(a.encode())}\r\n{a}\r\n" for a in args)
-            s.sendall(out.encode())
-            return s.recv(65536).split(b"\r\n")[0].decode()
+            commands = [("AUTH", self.password), args] if self.password else [args]  # pipelined
+            s.sendall("".join(f"*{len(c)}\r\n" + "".join(f"${len(a.encode())}\r\n{a}\r\n" for a in c)
+                              for c in commands).encode())
+            data = b""
+            want = 2 if self.password else 1
+            while data.count(b"\r\n") < want:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            return data.split(b"\r\n")[want - 1].decode()
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -160,9 +170,9 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, password: str | None = None):
         self.dir = workdir
-        self.redis = Redis(workdir)
+        self.redis = Redis(workdir, password)
         self.nodes: list[Node] = []
 
     def node(self, *args: str, name: str | None = None, port: int | None = None) -> Node:

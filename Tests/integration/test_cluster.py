@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from cluster import cluster  # noqa: F401  (fixture)
+from cluster import Cluster, Node, cluster  # noqa: F401  (fixture)
 from relayclient import Client, claims, make_jwt
 from test_liveness import Closed, RawClient
 from test_webhook import Receiver, receiver_factory  # noqa: F401  (fixture)
@@ -340,3 +340,22 @@ async def test_flushed_redis_resets_sessions(cluster):
     await back.send({"type": "session.join", "session": "room"})
     again = await back.recv_type("session.joined")
     assert again["seq"] == 1
+
+
+async def test_password_db_url_and_cluster_metrics(tmp_path):
+    c = Cluster(tmp_path, password="pa ss")
+    try:
+        n1, n2 = (Node(tmp_path, c.redis.url + "/2", f"n{i}", FLAGS) for i in (1, 2))
+        c.nodes += [n1, n2]
+        a, b = await dev(n1, "alice"), await dev(n2, "bob")
+        await join(a, "room")
+        await join(b, "room")
+        assert (await a.recv_type("participant.joined"))["participant"]["uid"] == "bob"
+        with urllib.request.urlopen(n1.http + "/metrics", timeout=5) as r:
+            text = r.read().decode()
+        assert "relay_cluster_ready 1" in text
+        assert "relay_cluster_live_nodes 2" in text
+        # The state is in database 2, not in the default one.
+        assert c.redis.command("EXISTS", "relay:{relay}:generation") == ":0"
+    finally:
+        c.stop()
