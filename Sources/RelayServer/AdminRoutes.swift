@@ -49,8 +49,11 @@ extension RelayServer {
       }
       role = parsed
     }
-    let ttl = request["ttl"]?.numberValue?.int64 ?? 3_600_000
-    guard ttl > 0 else { return respondError(conn, 400, "bad_request", "ttl must be positive (ms)") }
+    var ttl = Tokens.defaultTTLMs
+    if let value = request["ttl"] {
+      guard let valid = Tokens.validTTL(value) else { return respondError(conn, 400, "bad_request", Tokens.ttlRule) }
+      ttl = valid
+    }
     let token = Tokens.mint(
       secret: secret, sub: sub, name: request["name"]?.stringValue, avatar: request["avatar"]?.stringValue,
       sessions: sessions, role: role, ttlMs: ttl, nowWallMs: now.wallMs)

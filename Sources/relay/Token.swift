@@ -22,7 +22,7 @@ struct Token: ParsableCommand {
       guard let r = Role(rawValue: role) else { throw ValidationError("--role must be host or participant") }
       parsedRole = r
     }
-    guard ttl > 0 else { throw ValidationError("--ttl must be positive (ms)") }
+    guard (1...Tokens.maxTTLMs).contains(ttl) else { throw ValidationError("--\(Tokens.ttlRule)") }
     let list = sessions.map { $0.split(separator: ",").map { String($0).trimmingSpaces() } }
     print(Tokens.mint(
       secret: secret, sub: sub, name: name, avatar: avatar, sessions: list, role: parsedRole,
