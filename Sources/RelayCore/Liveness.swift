@@ -175,33 +175,9 @@ extension RelayCore {
         participant.status == .lost, participant.connection == nil
       else { continue }
       counters.timedOut += 1
-      removeExpired(participant, from: session, event: "participant.timed_out", at: at)
+      removeParticipant(participant, from: session, reason: .timedOut, by: nil, at: at)
     }
     if !isUserOnline(record.uid) { userTimedOut(record.uid, at: at) }
-  }
-
-  /// Removal by a timer (grace §5, idle §5.5): nobody acted, so `hand.lowered` has
-  /// `by: null` and reason `timed_out` (the contract's reason for a hand lowered by
-  /// the server), then `event` (`participant.timed_out`, or `participant.left` with
-  /// reason `idle`). Emptied sessions are dropped, as in `removeParticipant`.
-  func removeExpired(_ participant: Participant, from session: Session, event: String, at: Instant) {
-    let uid = participant.uid
-    if let c = participant.connection { connections[c]?.sessions.removeAll { $0 == session.id } }
-    session.remove(uid)
-    if let index = session.handIndex(of: uid) {
-      session.hands.remove(at: index)
-      emit(session, "hand.lowered", at: at) { w in
-        w.field("uid", uid)
-        w.nullableField("by", nil)
-        w.field("reason", "timed_out")
-      }
-    }
-    emit(session, event, at: at) { w in
-      w.field("uid", uid)
-      if event == "participant.left" { w.field("reason", LeaveReason.idle.rawValue) }
-    }
-    if session.isEmpty { sessions[session.id] = nil }
-    idleMembershipChanged(session, at: at)
   }
 
   /// Points a participant at a connection, or at none while lost, through the

@@ -145,28 +145,42 @@ extension RelayCore {
     removeParticipant(uid, from: id, reason: .removed, by: request.uid, at: request.at)
   }
 
-  /// Takes the participant out, then tells the remaining members (§6): `hand.lowered`
-  /// if its hand was up, then `participant.left`. `by` is the user whose action it was
-  /// (the leaver itself for `left`, the host for `removed`); nil (admin API, timeout)
-  /// is sent as `by: null` (protocol/PROTOCOL.md §6.2). An emptied session is dropped
-  /// (nobody is left to resume it).
+  /// Looks the participant up, then `removeParticipant(_:from:reason:by:at:)`.
   func removeParticipant(_ uid: String, from id: String, reason: LeaveReason, by: String?, at: Instant) {
     guard let session = sessions[id], let participant = session[uid] else { return }
+    removeParticipant(participant, from: session, reason: reason, by: by, at: at)
+  }
+
+  /// The one removal sequence (§5, §6), whatever the cause: takes the participant out,
+  /// then tells the remaining members `hand.lowered` if its hand was up, then
+  /// `participant.left {reason}` — or `participant.timed_out` after grace (§5).
+  /// `by` is the user whose action it was (the leaver itself for `left`, the host for
+  /// `removed`); nil (admin API, a timer) is sent as `by: null` (§6.2), and a hand
+  /// lowered by a timer has reason `timed_out`. An emptied session is dropped (nobody
+  /// is left to resume it) and ends with the `session.ended` webhook (§11).
+  func removeParticipant(_ participant: Participant, from session: Session, reason: LeaveReason, by: String?, at: Instant) {
+    let uid = participant.uid
+    let id = session.id
     if let c = participant.connection { connections[c]?.sessions.removeAll { $0 == id } }
     session.remove(uid)
     if let index = session.handIndex(of: uid) {
       session.hands.remove(at: index)
+      let handReason = reason == .idle ? LeaveReason.timedOut : reason
       emit(session, "hand.lowered", at: at) { w in
         w.field("uid", uid)
         w.nullableField("by", by)
+        w.field("reason", handReason.rawValue)
+      }
+    }
+    if reason == .timedOut {
+      emit(session, "participant.timed_out", at: at) { w in w.field("uid", uid) }
+    } else {
+      emit(session, "participant.left", at: at) { w in
+        w.field("uid", uid)
         w.field("reason", reason.rawValue)
       }
     }
-    emit(session, "participant.left", at: at) { w in
-      w.field("uid", uid)
-      w.field("reason", reason.rawValue)
-    }
-    if session.isEmpty {
+    if session.isEmpty, sessions[id] === session {
       sessions[id] = nil
       sessionWebhook("session.ended", id, at: at)
     }
