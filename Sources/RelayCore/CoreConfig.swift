@@ -20,6 +20,10 @@ public struct CoreConfig: Sendable {
   /// §7 raise/lower commands per participant per `handWindowMs` (sliding).
   public var handRate = 10
   public var handWindowMs: Int64 = 10_000
+  /// §6 `--join-rate`: `session.join` + `session.leave` per connection per
+  /// `joinWindowMs` (sliding). 20 lets a client join its 16 sessions at once.
+  public var joinRate = 20
+  public var joinWindowMs: Int64 = 10_000
   /// §1: `hello` within this long of the upgrade, else close 4501.
   public var helloTimeoutMs: Int64 = 10_000
   /// §5 heartbeat values, advertised in `welcome.heartbeat`.

@@ -40,6 +40,9 @@ public final class RelayCore {
   var counters = CoreStats()
   /// §9 ringing state (CallsModel.swift).
   var calls = CallBook()
+  /// §6 join/leave windows of connections that joined or left (JoinRate.swift);
+  /// looked up only, dropped at `closed`.
+  var joinRates: [ConnectionID: RateWindow] = [:]
 
   /// `verifyToken(token, nowWallMs)` returns the identity of a valid token, nil for a
   /// refused one (→ close 4501, §3). Unused in dev mode.
@@ -87,6 +90,7 @@ public final class RelayCore {
   /// core itself asked for `.close`. `clean`: a close handshake happened.
   public func closed(_ c: ConnectionID, clean: Bool, at: Instant) {
     guard let connection = connections.removeValue(forKey: c) else { return }
+    joinRates[c] = nil
     // Gone from both tables at once: a closed connection speaks for no user, also
     // while its sessions are left below, and its resume token now works only through
     // a `LostRecord` (§8 grace).

@@ -31,7 +31,8 @@ extension RelayCore {
   }
 
   /// §6 `session.joined {session, seq, self, participants, hands}`; on a resume whose
-  /// events are no longer kept, with `recovered: false` (§8).
+  /// events are no longer kept, with `recovered: false` (§8). The member and hand
+  /// lists are the session's shared bytes; only `self` is written per joiner.
   func sendSnapshot(_ session: Session, to c: ConnectionID, uid: String, recovered: Bool? = nil) {
     guard let me = session[uid] else { return }
     sendPersonal(c, type: "session.joined") { w in
@@ -39,7 +40,7 @@ extension RelayCore {
       w.field("seq", session.seq)
       w.key("self")
       w.participant(me)
-      w.membersAndHands(session)
+      w.raw(session.membersAndHandsBytes())
       if let recovered { w.field("recovered", recovered) }
     }
   }
@@ -60,6 +61,7 @@ extension RelayCore {
     let identity = request.identity
     guard config.devMode || identity.sessions.allows(id) || grantedSessions[identity.uid]?.contains(id) == true
     else { throw Refusal(.forbidden, "token does not allow session \(id)") }
+    try acquireJoinRate(request)
     if request.connection.sessions.contains(id), let session = sessions[id] {
       // Joining again from the same connection: idempotent, a fresh snapshot.
       ok(request)
@@ -111,6 +113,7 @@ extension RelayCore {
     session.attach(participant, to: request.c)  // `connected` from here on
     request.connection.sessions.append(session.id)
     participant.profile = request.profile
+    session.invalidateSnapshot()
     if wasLost {
       counters.restored += 1
       emit(session, "participant.restored", at: request.at, excluding: request.c) { w in
@@ -130,6 +133,7 @@ extension RelayCore {
 
   func leave(_ id: String, _ request: Request) throws(Refusal) {
     _ = try memberSession(id, request)
+    try acquireJoinRate(request)
     ok(request)
     sendSessionLeft(id, to: request.c, reason: "left")
     removeParticipant(request.uid, from: id, reason: .left, by: request.uid, at: request.at)

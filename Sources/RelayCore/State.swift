@@ -106,7 +106,7 @@ final class Session {
   private(set) var members: [Participant] = []
   private var byUid = RefTable<ParticipantsByUid>()
   /// §7 queue, in `hand.raised` order.
-  var hands: [Hand] = []
+  var hands: [Hand] = [] { didSet { snapshotChunk = nil } }
   var replay: ReplayLog
 
   init(id: String, config: CoreConfig) {
@@ -141,11 +141,35 @@ final class Session {
     return result
   }
 
+  /// `"participants":[…],"hands":[…]` of the §6 snapshot, encoded once per state and
+  /// shared by every `session.joined` until something in it changes: repeated joins
+  /// cost a copy of these bytes, not an encoding of every member. Kept only from the
+  /// second snapshot of one state on, so a session that merely grew by joins does not
+  /// hold a copy of its member list (about 100 bytes per member) while idle.
+  private var snapshotChunk: [UInt8]? {
+    didSet { if snapshotChunk == nil { snapshotSeenAtSeq = -1 } }
+  }
+  private var snapshotSeenAtSeq: Int64 = -1
+
+  /// The snapshot bytes for the session as it is now.
+  func membersAndHandsBytes() -> [UInt8] {
+    if let chunk = snapshotChunk, snapshotSeenAtSeq == seq { return chunk }
+    var writer = JSONWriter(capacity: 64 + members.count * 96)
+    writer.membersAndHands(self)
+    if snapshotSeenAtSeq == seq { snapshotChunk = writer.bytes } else { snapshotChunk = nil }
+    snapshotSeenAtSeq = seq
+    return writer.bytes
+  }
+
+  /// A member's profile changed without a membership change (takeover).
+  func invalidateSnapshot() { snapshotChunk = nil }
+
   func add(_ participant: Participant) {
     precondition(byUid[participant.uid] == nil, "participant added twice")
     byUid.insert(participant)
     members.append(participant)
     recipients = nil
+    snapshotChunk = nil
   }
 
   func remove(_ uid: String) {
@@ -153,6 +177,7 @@ final class Session {
     members.removeAll { $0 === removed }
     rates[uid] = nil
     recipients = nil
+    snapshotChunk = nil
   }
 
   /// §7 and §7a rate windows by uid, created on a participant's first raise/lower or
@@ -172,12 +197,14 @@ final class Session {
   func attach(_ participant: Participant, to c: ConnectionID) {
     participant.setConnection(c)
     recipients = nil
+    snapshotChunk = nil
   }
 
   /// The participant keeps its place but has no connection: `lost` (§5).
   func detach(_ participant: Participant) {
     participant.setConnection(nil)
     recipients = nil
+    snapshotChunk = nil
   }
 
   func handIndex(of uid: String) -> Int? { hands.firstIndex { $0.uid == uid } }

@@ -23,6 +23,7 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("max-sessions-per-connection")) var maxSessionsPerConnection: Int?
   @Option(name: .customLong("max-bad-messages")) var maxBadMessages: Int?
   @Option(name: .customLong("message-rate"), help: "message.send per participant per 1000 ms") var messageRate: Int?
+  @Option(name: .customLong("join-rate"), help: "session.join + session.leave per connection per 10000 ms") var joinRate: Int?
   @Option(name: .customLong("heartbeat-interval"), help: "ms") var heartbeatInterval: Int?
   @Option(name: .customLong("heartbeat-timeout"), help: "ms") var heartbeatTimeout: Int?
   @Option(help: "ms") var grace: Int?

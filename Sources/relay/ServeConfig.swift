@@ -29,6 +29,7 @@ extension Serve {
     if let v = try pick(maxSessionsPerConnection, "max-sessions-per-connection") { core.maxSessionsPerConnection = v }
     if let v = try pick(maxBadMessages, "max-bad-messages") { core.maxBadMessages = v }
     if let v = try pick(messageRate, "message-rate") { core.messageRate = v }
+    if let v = try pick(joinRate, "join-rate") { core.joinRate = v }
     if let v = try pick(heartbeatInterval, "heartbeat-interval") { core.heartbeatIntervalMs = Int64(v) }
     if let v = try pick(heartbeatTimeout, "heartbeat-timeout") { core.heartbeatTimeoutMs = Int64(v) }
     if let v = try pick(grace, "grace") { core.graceMs = Int64(v) }
