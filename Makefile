@@ -3,7 +3,7 @@
 SWIFT ?= swift
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: deps test-deps build release run test unit integration bench clean
+.PHONY: deps test-deps build release run test unit integration bench fuzz fuzz-smoke clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -33,6 +33,14 @@ integration:
 
 bench: release
 	bash Benchmarks/run.sh
+
+# libFuzzer targets of Fuzz/ (nested package): FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 600
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+
+fuzz-smoke:
+	FUZZ_SECONDS=5 bash scripts/fuzz.sh
 
 clean:
 	rm -rf .build
