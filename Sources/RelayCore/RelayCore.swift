@@ -43,6 +43,8 @@ public final class RelayCore {
   /// §6 join/leave windows of connections that joined or left (JoinRate.swift);
   /// looked up only, dropped at `closed`.
   var joinRates: [ConnectionID: RateWindow] = [:]
+  /// §8 replay bytes of all sessions (ReplayBudget.swift).
+  let replayBudget: ReplayBudget
 
   /// `verifyToken(token, nowWallMs)` returns the identity of a valid token, nil for a
   /// refused one (→ close 4501, §3). Unused in dev mode.
@@ -52,6 +54,7 @@ public final class RelayCore {
   ) {
     self.config = config
     heartbeatQuantumMs = Self.heartbeatQuantum(config)
+    replayBudget = ReplayBudget(maxBytes: config.replayBudgetBytes)
     self.ids = ids
     self.verifyToken = verifyToken
   }
@@ -128,6 +131,8 @@ public final class RelayCore {
     var snapshot = counters
     snapshot.sessions = sessions.count
     snapshot.participants = sessions.values.reduce(0) { $0 + $1.count }
+    snapshot.replayBytes = replayBudget.bytes
+    snapshot.replayEvictions = replayBudget.evictions
     return snapshot
   }
 

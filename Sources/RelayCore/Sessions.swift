@@ -23,6 +23,7 @@ extension RelayCore {
     session.seq += 1
     let payload = encodeEvent(type, session: session.id, seq: session.seq, wallMs: at.wallMs, body)
     session.replay.record(seq: session.seq, atMonoMs: at.monoMs, compact ?? .payload(payload))
+    replayBudget.recorded(session, seq: session.seq)
     liveness.eventTap?(session.id, session.seq, payload)
     let recipients = session.connections(excluding: excluding)
     counters.deliveries += UInt64(recipients.count)
@@ -71,7 +72,7 @@ extension RelayCore {
     guard request.connection.sessions.count < config.maxSessionsPerConnection else {
       throw Refusal(.rateLimited, "at most \(config.maxSessionsPerConnection) sessions per connection")
     }
-    let session = sessions[id] ?? Session(id: id, config: config)
+    let session = sessions[id] ?? Session(id: id, config: config, budget: replayBudget)
     if let existing = session[identity.uid] {
       ok(request)
       takeOver(existing, in: session, request)

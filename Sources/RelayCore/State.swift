@@ -109,10 +109,15 @@ final class Session {
   var hands: [Hand] = [] { didSet { snapshotChunk = nil } }
   var replay: ReplayLog
 
-  init(id: String, config: CoreConfig) {
+  init(id: String, config: CoreConfig, budget: ReplayBudget? = nil) {
     self.id = id
-    replay = ReplayLog(maxEvents: config.replayEvents, maxAgeMs: config.replayAgeMs, session: id)
+    replay = ReplayLog(
+      maxEvents: config.replayEvents, maxAgeMs: config.replayAgeMs, maxBytes: config.replayBytes,
+      session: id, budget: budget)
   }
+
+  /// The log's bytes leave the process-wide account with the session.
+  deinit { replay.releaseAll() }
 
   var isEmpty: Bool { members.isEmpty }
   var count: Int { members.count }

@@ -85,6 +85,9 @@ extension RelayServer {
     metrics.mirrorCounter("relay_participants_lost_total", s.lost)
     metrics.mirrorCounter("relay_participants_restored_total", s.restored)
     metrics.mirrorCounter("relay_participants_timed_out_total", s.timedOut)
+    metrics.mirror("relay_replay_bytes", s.replayBytes)
+    metrics.mirror("relay_replay_budget_bytes", config.core.replayBudgetBytes)
+    metrics.mirrorCounter("relay_replay_evicted_total", s.replayEvictions)
     for (k, v) in s.commandsByType.sorted(by: { $0.key < $1.key }) {
       metrics.mirrorCounter("relay_commands_total", labels: [("type", k)], v)
     }

@@ -31,6 +31,10 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("idle-timeout"), help: "ms") var idleTimeout: Int?
   @Option(name: .customLong("replay-events")) var replayEvents: Int?
   @Option(name: .customLong("replay-age"), help: "ms") var replayAge: Int?
+  @Option(name: .customLong("replay-bytes"), help: "bytes of kept events per session") var replayBytes: Int?
+  @Option(name: .customLong("replay-budget-bytes"), help: "bytes of kept events of all sessions") var replayBudgetBytes: Int?
+  @Option(name: .customLong("max-ended-calls"), help: "finished calls kept for idempotent repeats") var maxEndedCalls: Int?
+  @Option(name: .customLong("max-ended-call-bytes"), help: "bytes of finished calls kept") var maxEndedCallBytes: Int?
   @Option(name: .customLong("ring-timeout"), help: "ms") var ringTimeout: Int?
   @Option(name: .customLong("hello-timeout"), help: "ms") var helloTimeout: Int?
   @Option(name: .customLong("webhook-url")) var webhookURL: String?

@@ -37,6 +37,10 @@ extension Serve {
     if let v = try pick(idleTimeout, "idle-timeout") { core.idleTimeoutMs = Int64(v) }
     if let v = try pick(replayEvents, "replay-events") { core.replayEvents = v }
     if let v = try pick(replayAge, "replay-age") { core.replayAgeMs = Int64(v) }
+    if let v = try pick(replayBytes, "replay-bytes") { core.replayBytes = v }
+    if let v = try pick(replayBudgetBytes, "replay-budget-bytes") { core.replayBudgetBytes = v }
+    if let v = try pick(maxEndedCalls, "max-ended-calls") { core.maxEndedCalls = v }
+    if let v = try pick(maxEndedCallBytes, "max-ended-call-bytes") { core.maxEndedCallBytes = v }
     if let v = try pick(ringTimeout, "ring-timeout") { core.ringTimeoutMs = Int64(v) }
     if let v = try pick(helloTimeout, "hello-timeout") { core.helloTimeoutMs = Int64(v) }
     core.devMode = c.secret == nil
