@@ -17,6 +17,8 @@ void relay_openssl_free(void *pointer) {
   OPENSSL_free(pointer);
 }
 
+int relay_heap_trim(void) { return malloc_trim(0); }
+
 void relay_heap_usage(size_t *in_use, size_t *free_held) {
   struct mallinfo2 info = mallinfo2();
   *in_use = info.uordblks;

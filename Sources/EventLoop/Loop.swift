@@ -18,6 +18,10 @@ public struct LoopStats: Sendable {
   public var bytesWritten: UInt64 = 0
   /// Bytes delivered to `onRead` callbacks.
   public var bytesRead: UInt64 = 0
+  /// Bytes queued for writing on all connections and not yet taken by the kernel
+  /// (the sum of every `TCPConnection.queuedBytes`; a buffer shared by several
+  /// queues counts once per queue).
+  public var queuedBytes = 0
 
   /// All counters zero.
   public init() {}
@@ -38,6 +42,8 @@ public final class Loop {
   public static let readBufferSize = 64 * 1024
   /// Maximum iovecs gathered into one `uv_try_write` / `uv_write`: Linux `IOV_MAX`.
   public static let maxGatherBuffers = 1024
+  /// Most bytes one `uv_write` request carries; `uv_try_write` is not bounded.
+  public static let maxInFlightBytes = 64 * 1024
 
   let rawLoop: UnsafeMutablePointer<uv_loop_t>
   let readBuffer: UnsafeMutableRawPointer

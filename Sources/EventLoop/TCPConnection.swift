@@ -95,6 +95,9 @@ public final class TCPConnection: HandleOwner {
   }
   /// Bytes accepted by `write` and not yet confirmed written to the kernel.
   public var queuedBytes: Int { queuedByteCount }
+  /// Open for writes: not closing or shutting down (a refused write to a connection
+  /// that is not open says nothing about how fast its peer reads).
+  public var acceptsWrites: Bool { state == .open }
 
   /// Free for the owner of the connection, e.g. its session object. Cleared after `onClose`.
   public var userData: AnyObject? {
@@ -336,6 +339,7 @@ public final class TCPConnection: HandleOwner {
   func handleDidClose() {
     state = .closed
     pending.removeAll(pool: loop.ringPool)
+    loop.statistics.queuedBytes -= queuedByteCount
     queuedByteCount = 0
     writeRequest?.deallocate()
     shutdownRequest?.deallocate()

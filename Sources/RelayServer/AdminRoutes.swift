@@ -98,5 +98,6 @@ extension RelayServer {
       metrics.mirrorCounter("relay_errors_total", labels: [("code", k)], v)
     }
     refreshCallMetrics()
+    refreshOutboundMetrics()
   }
 }

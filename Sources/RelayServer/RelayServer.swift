@@ -34,6 +34,8 @@ public final class RelayServer {
   private var drainStartedMs: Int64 = 0
   /// `--webhook-url` deliveries (contract §11); nil when not configured.
   var webhookClient: WebhookClient?
+  /// Slow-consumer closes, the process-wide outbound budget, heap trimming.
+  let outbound = OutboundBudget()
 
   public init(config: ServerConfig, logger: Logger, verifyToken: @escaping (String, Int64) -> Identity?) {
     self.config = config
@@ -245,7 +247,7 @@ public final class RelayServer {
       send(conn, bytes)
     case .text(let payload):
       if endpoint == .echo {
-        send(conn, Framing.frame(.text, payload))
+        if conn.acceptsFrames { send(conn, Framing.frame(.text, payload)) }
       } else {
         let started = Loop.hrtimeNs()
         core.receive(conn.id, text: payload, at: now)
@@ -254,7 +256,7 @@ public final class RelayServer {
       }
     case .binary(let payload):
       if endpoint == .echo {
-        send(conn, Framing.frame(.binary, payload))
+        if conn.acceptsFrames { send(conn, Framing.frame(.binary, payload)) }
       } else {
         // Contract §1: a binary message on /v1/ws closes with 1003.
         closeWebSocket(conn, code: 1003, reason: "binary messages are not accepted")
@@ -301,26 +303,27 @@ public final class RelayServer {
     if !conn.tcp.write(buffer) { slowConsumer(conn) }
   }
 
-  /// Contract §1: over `--max-outbound-bytes` not taken by the kernel → close 4008
-  /// and free the queue. What the kernel has not started on is dropped at once; the
-  /// close frame follows the bytes in flight, so frame boundaries stay intact, and the
-  /// socket gets the loop's bounded linger to deliver it. A peer too far behind to
-  /// take even that is cut off immediately.
-  private func slowConsumer(_ conn: ServerConnection) {
+  /// Contract §1: over `--max-outbound-bytes` not taken by the kernel (or chosen by
+  /// the process-wide budget) → close 4008 and free the queue. Whole frames the kernel
+  /// has not started on are dropped at once; the close frame follows the bytes in
+  /// flight (at most `Loop.maxInFlightBytes` and the frame begun), so a reader that is
+  /// slow but reading gets it (OutboundBudget.swift ends the socket once it is
+  /// flushed). The participant is lost, not gone: 4008 means "resume" (§14).
+  /// A write refused because the connection is already ending is not counted again.
+  func slowConsumer(_ conn: ServerConnection) {
+    guard conn.tcp.acceptsWrites else { return }
+    if case .finishing = conn.phase { return }
     metrics.slowConsumerCloses.increment()
     logger.debug("slow consumer", metadata: ["connection": "\(conn.id)"])
     conn.tcp.discardUnsent()
-    guard case .websocket = conn.phase else {
+    guard case .websocket = conn.phase, conn.ws.state == .open else {
       conn.tcp.close()
       return
     }
     let frame = conn.ws.close(code: 4008, reason: "slow consumer")
     conn.phase = .finishing
-    if frame.isEmpty || !conn.tcp.write(frame) {
-      conn.tcp.close()
-    } else {
-      conn.tcp.shutdown()
-    }
+    conn.tcp.writeFinal(frame)
+    outbound.flushing(conn.id, dueMs: now.monoMs + config.slowConsumerCloseTimeoutMs)
     leaveWebSocket(conn)
   }
 
@@ -333,7 +336,7 @@ public final class RelayServer {
       case .send(let payload, let to):
         deliver(payload, to: to)
       case .ping(let id):
-        if let conn = connections[id], conn.isWebSocket { send(conn, pingFrame) }
+        if let conn = connections[id], conn.acceptsFrames { send(conn, pingFrame) }
       case .close(let id, let code, let reason):
         if let conn = connections[id] { closeWebSocket(conn, code: code, reason: reason) }
       case .drop(let id):
@@ -346,17 +349,18 @@ public final class RelayServer {
         webhook(event: event, body: body)
       }
     }
+    enforceOutboundBudget()
     armCoreTimer()
   }
 
   private func deliver(_ payload: Payload, to ids: [ConnectionID]) {
     if ids.count == 1 {
-      if let conn = connections[ids[0]], conn.isWebSocket { send(conn, Framing.textFrame(payload)) }
+      if let conn = connections[ids[0]], conn.acceptsFrames { send(conn, Framing.textFrame(payload)) }
       return
     }
     let frame = Framing.textFrame(payload)
     for id in ids {
-      if let conn = connections[id], conn.isWebSocket { send(conn, frame) }
+      if let conn = connections[id], conn.acceptsFrames { send(conn, frame) }
     }
   }
 
@@ -397,6 +401,7 @@ public final class RelayServer {
     for raw in closeDeadlines.popDue(nowMs: nowMs) {
       connections[ConnectionID(raw)]?.tcp.close()
     }
+    outboundSweep(nowMs: nowMs)
     if draining, nowMs - drainStartedMs >= config.drainTimeoutMs { finishDrain(force: true) }
   }
 

@@ -18,6 +18,7 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("admin-key"), help: "Bearer key of the admin API.") var adminKey: String?
   @Option(name: .customLong("max-message-bytes")) var maxMessageBytes: Int?
   @Option(name: .customLong("max-outbound-bytes")) var maxOutboundBytes: Int?
+  @Option(name: .customLong("outbound-budget-bytes"), help: "bytes queued for all connections") var outboundBudgetBytes: Int?
   @Option(name: .customLong("drain-timeout"), help: "ms") var drainTimeout: Int?
   @Option(name: .customLong("max-participants")) var maxParticipants: Int?
   @Option(name: .customLong("max-sessions-per-connection")) var maxSessionsPerConnection: Int?

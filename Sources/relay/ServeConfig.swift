@@ -24,6 +24,7 @@ extension Serve {
     }
     if let v = try pick(maxMessageBytes, "max-message-bytes") { c.maxMessageBytes = v; core.maxMessageBytes = v }
     if let v = try pick(maxOutboundBytes, "max-outbound-bytes") { c.maxOutboundBytes = v }
+    if let v = try pick(outboundBudgetBytes, "outbound-budget-bytes") { c.outboundBudgetBytes = v }
     if let v = try pick(drainTimeout, "drain-timeout") { c.drainTimeoutMs = Int64(v) }
     if let v = try pick(maxParticipants, "max-participants") { core.maxParticipants = v }
     if let v = try pick(maxSessionsPerConnection, "max-sessions-per-connection") { core.maxSessionsPerConnection = v }

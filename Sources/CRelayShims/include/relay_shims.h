@@ -28,5 +28,7 @@ void relay_openssl_free(void *pointer);
 /* glibc's mallinfo2 (malloc.h is not in Swift's Glibc module): heap bytes in use
    and held free by the allocator, for /metrics. */
 void relay_heap_usage(size_t *in_use, size_t *free_held);
+/* glibc's malloc_trim(0): returns freed heap pages to the system; 1 if any were. */
+int relay_heap_trim(void);
 
 #endif
