@@ -58,6 +58,7 @@ extension RelayServer {
         return true
       }
     }
+    enforceOutboundBudget()  // echo output does not pass through `applyEffects`
     guard nowMs - outbound.lastTrimMs >= config.heapTrimIntervalMs else { return }
     guard Loop.heapUsage().freeHeld > config.heapTrimThresholdBytes else { return }
     outbound.lastTrimMs = nowMs

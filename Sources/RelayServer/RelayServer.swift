@@ -297,10 +297,12 @@ public final class RelayServer {
 
   private func send(_ conn: ServerConnection, _ bytes: [UInt8]) {
     if !conn.tcp.write(bytes) { slowConsumer(conn) }
+    if loop.stats.queuedBytes > config.outboundBudgetBytes { enforceOutboundBudget() }
   }
 
   private func send(_ conn: ServerConnection, _ buffer: OutboundBuffer) {
     if !conn.tcp.write(buffer) { slowConsumer(conn) }
+    if loop.stats.queuedBytes > config.outboundBudgetBytes { enforceOutboundBudget() }
   }
 
   /// Contract §1: over `--max-outbound-bytes` not taken by the kernel (or chosen by

@@ -29,7 +29,7 @@ public struct ServerConfig: Sendable {
   public var outboundBudgetBytes = 512 << 20
   /// Free heap held by the allocator above which it is given back to the system
   /// (`malloc_trim`), at most once per `heapTrimIntervalMs`.
-  public var heapTrimThresholdBytes = 32 << 20
+  public var heapTrimThresholdBytes = 8 << 20
   public var heapTrimIntervalMs: Int64 = 2_000
   public var drainTimeoutMs: Int64 = 10_000
   public var webhookURL: String?
