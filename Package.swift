@@ -45,7 +45,7 @@ let package = Package(
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims"], swiftSettings: hot),
-    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims"], swiftSettings: strict),
+    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayProtocol"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [
@@ -60,7 +60,7 @@ let package = Package(
     .executableTarget(
       name: "relay",
       dependencies: [
-        "RelayServer", "RelayCrypto", "RelayCore", "RelayProtocol", "EventLoop",
+        "RelayServer", "RelayCrypto", "RelayCore", "RelayProtocol", "RelayWebSocket", "EventLoop",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Logging", package: "swift-log"),
       ],

@@ -151,7 +151,7 @@ public final class RelayServer {
     case .needMore:
       return
     case .invalid(let status):
-      respond(conn, status: status, body: Array(HTTPStatus.reason(status).utf8))
+      respond(conn, status: status, body: Array(HTTPResponse.reasonPhrase(status).utf8))
     case .complete(let head, _):
       metrics.httpRequests.increment()
       // RFC 9112 §3.2: an HTTP/1.1 request without exactly one Host is a 400.

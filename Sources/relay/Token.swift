@@ -2,6 +2,7 @@ import ArgumentParser
 import EventLoop
 import RelayProtocol
 import RelayServer
+import RelayWebSocket
 
 /// `relay token`: prints a signed HS256 token for operators and bots.
 struct Token: ParsableCommand {
@@ -23,7 +24,7 @@ struct Token: ParsableCommand {
       parsedRole = r
     }
     guard (1...Tokens.maxTTLMs).contains(ttl) else { throw ValidationError("--\(Tokens.ttlRule)") }
-    let list = sessions.map { $0.split(separator: ",").map { String($0).trimmingSpaces() } }
+    let list = sessions.map { $0.split(separator: ",").map { $0.trimmingSpaces() } }
     print(Tokens.mint(
       secret: secret, sub: sub, name: name, avatar: avatar, sessions: list, role: parsedRole,
       ttlMs: ttl, nowWallMs: Loop.wallClockMs()))
