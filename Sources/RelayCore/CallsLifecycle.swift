@@ -96,7 +96,6 @@ extension RelayCore {
   /// the callees of calls it still rings as caller get `call.cancelled
   /// {caller_timed_out}`. A callee that is only ringing keeps ringing (it counts as
   /// offline) until it answers elsewhere or the ring times out.
-  /// MERGE: the heartbeat work calls this from `callsUserTimedOut(_:at:)`.
   func endCallsOfTimedOutUser(uid: String, at: Instant) {
     for call in calls.liveCalls(of: uid) {
       if call.isInCall(uid) {

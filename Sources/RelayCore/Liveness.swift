@@ -177,7 +177,8 @@ extension RelayCore {
       counters.timedOut += 1
       removeParticipant(participant, from: session, reason: .timedOut, by: nil, at: at)
     }
-    if !isUserOnline(record.uid) { userTimedOut(record.uid, at: at) }
+    // §9: a user with no other live connection has timed out for its calls too.
+    if !isUserOnline(record.uid) { endCallsOfTimedOutUser(uid: record.uid, at: at) }
   }
 
   /// Points a participant at a connection, or at none while lost, through the
@@ -186,20 +187,13 @@ extension RelayCore {
     if let c { session.attach(participant, to: c) } else { session.detach(participant) }
   }
 
-  // MARK: Hooks for ringing (§9)
+  // MARK: Ringing (§9)
 
   /// Whether the user has a live connection: said `hello`, not lost, not closing
   /// (§5: a lost user's connection counts as offline for ringing).
   func isUserOnline(_ uid: String) -> Bool {
     // A connection leaves this table only when `closed`, so `.ready` is all it takes.
     return userConnections.contains(key: uid) { $0.phase == .ready }
-  }
-
-  /// Called once when a lost connection's grace ends and its user has no other live
-  /// connection, after its participants were timed out.
-  func callsUserTimedOut(_ uid: String, at: Instant) {
-    // Ringing hooks in here (§5: accepted calls end, ringing calls cancelled).
-    endCallsOfTimedOutUser(uid: uid, at: at)
   }
 
   // MARK: Deadline routing

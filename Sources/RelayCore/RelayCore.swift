@@ -100,7 +100,7 @@ public final class RelayCore {
     if connection.uid != nil { userConnections.remove(connection) }
     counters.connections -= 1
     if connection.phase != .closing {
-      if clean { detachLeaving(connection, at: at) } else { connectionLost(connection, at: at) }
+      if clean { detachLeaving(connection, at: at) } else { markLost(connection, at: at) }
     }
     callsConnectionClosed(connection, clean: clean, at: at)
     // Its heartbeat check still refers to it (lazy cancellation): gone reads as closing.

@@ -1,9 +1,10 @@
 // Every session event, kept for resume (§8): the last `replayEvents`, none older than
-// `replayAgeMs`, at most `replayBytes` in all (and the process-wide `ReplayBudget`). Replay re-sends the exact bytes members saw live (same seq, same ts).
+// `replayAgeMs`, at most `replayBytes` in all (and the process-wide `ReplayBudget`).
+// Replay re-sends the exact bytes members saw live (same seq, same ts).
 // Most entries hold the encoded payload. `participant.joined` — one per member, and
 // in an idle session nearly the whole log — is kept as the joiner's shared `Profile`
 // and re-encoded on replay by the same code that encoded it live: 40 bytes instead of
-// a ~250-byte payload per member (issue 6: memory per idle member).
+// a ~250-byte payload per member.
 import RelayProtocol
 
 /// One recorded session event, as replay sends it.

@@ -1,5 +1,5 @@
 // The core's state: connections, sessions, their participants and the identity
-// records they share (§3–§7a). Laid out for memory per idle member (issue 6): shared
+// records they share (§3–§7a). Laid out for memory per idle member: shared
 // rather than copied, inline where a list is nearly always 0 or 1 long.
 // Reference types because the core mutates them in place through several tables;
 // every collection that reaches output is iterated in insertion order.
@@ -13,8 +13,8 @@ enum ParticipantStatus: String {
 
 /// One accepted `hello`'s identity, immutable and shared by reference: the connection,
 /// the participants it joined as, and the replay log's `participant.joined` entries
-/// all point at the same record instead of each copying uid, name, avatar and role
-/// (issue 6: memory per idle member).
+/// all point at the same record instead of each copying uid, name, avatar and role,
+/// which is most of the memory per idle member.
 ///
 /// Only what the core reads: the token's `exp` is checked at hello and not kept. The
 /// hello's resume token lives here rather than in the Connection: the Connection
