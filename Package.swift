@@ -40,8 +40,8 @@ let package = Package(
 
     // Pure layer: no libuv, no OpenSSL, no clock, no unseeded randomness.
     .target(name: "RelayWebSocket", swiftSettings: hot),
-    .target(name: "RelayProtocol", swiftSettings: hot),
-    .target(name: "RelayCore", dependencies: ["RelayProtocol"], swiftSettings: hot),
+    .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: hot),
+    .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayWebSocket"], swiftSettings: hot),
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims"], swiftSettings: hot),

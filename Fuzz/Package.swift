@@ -13,7 +13,7 @@ let package = Package(
   name: "RelayFuzz",
   targets: [
     .target(name: "RelayWebSocket", swiftSettings: instrumented),
-    .target(name: "RelayProtocol", swiftSettings: instrumented),
+    .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: instrumented),
     .target(name: "FuzzDriver"),
     .executableTarget(name: "FuzzFrames", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzHTTPHead", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),

@@ -259,7 +259,7 @@ public final class RelayServer {
         if conn.acceptsFrames { send(conn, Framing.frame(.binary, payload)) }
       } else {
         // Contract §1: a binary message on /v1/ws closes with 1003.
-        closeWebSocket(conn, code: 1003, reason: "binary messages are not accepted")
+        closeWebSocket(conn, code: CloseCode.unsupportedData, reason: "binary messages are not accepted")
       }
     case .ping, .pong:
       if endpoint == .relay, conn.coreOpened {
@@ -322,7 +322,7 @@ public final class RelayServer {
       conn.tcp.close()
       return
     }
-    let frame = conn.ws.close(code: 4008, reason: "slow consumer")
+    let frame = conn.ws.close(code: CloseCode.slowConsumer, reason: "slow consumer")
     conn.phase = .finishing
     conn.tcp.writeFinal(frame)
     outbound.flushing(conn.id, dueMs: now.monoMs + config.slowConsumerCloseTimeoutMs)
@@ -415,7 +415,7 @@ public final class RelayServer {
     drainStartedMs = now.monoMs
     logger.info("draining", metadata: ["websockets": "\(connections.values.filter(\.isWebSocket).count)"])
     for conn in connections.values.sorted(by: { $0.id < $1.id }) where conn.isWebSocket {
-      closeWebSocket(conn, code: 1001, reason: "server going away")
+      closeWebSocket(conn, code: CloseCode.goingAway, reason: "server going away")
     }
     finishDrainIfDone()
   }

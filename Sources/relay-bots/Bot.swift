@@ -3,6 +3,7 @@
 // (BotBehaviours.swift) and calls (BotCalls.swift) extend it.
 
 import EventLoop
+import RelayWebSocket
 
 final class Bot {
   enum Phase: Equatable {
@@ -184,7 +185,7 @@ final class Bot {
     }
     if phase == .ready { ctx.stats.ready -= 1 }
     phase = .leaving
-    conn.close(code: 1000)
+    conn.close(code: CloseCode.normal)
   }
 
   // MARK: sending
