@@ -8,8 +8,8 @@ let strict: [SwiftSetting] = [
 ]
 
 // Release builds of the relay's own modules skip Swift's dynamic exclusivity checks:
-// on the fan-out path they cost about 175 instructions per delivery (a thread-local
-// access set for every class-property modify), more than the dictionary lookup.
+// on the fan-out path they cost more than the dictionary lookup (a thread-local
+// access set for every class-property modify; figures in Benchmarks/results/).
 // Everything runs on the one loop thread; debug builds, which the tests use, keep
 // the checks, so an overlapping access still fails there.
 let hot: [SwiftSetting] = strict + [

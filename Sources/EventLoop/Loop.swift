@@ -54,8 +54,8 @@ public final class Loop {
   private let checkHandle: UnsafeMutablePointer<uv_check_t>
   private let lingerTimer: UnsafeMutablePointer<uv_timer_t>
   /// Connections with bytes queued since the last flush, each listed once. A
-  /// `RingBuffer` held by `let` rather than an `Array` property: callgrind showed the
-  /// array's dynamic exclusivity checks costing more than the append itself.
+  /// `RingBuffer` held by `let` rather than an `Array` property, whose dynamic
+  /// exclusivity checks would cost more than the append itself.
   private let dirtyConnections = RingBuffer<TCPConnection>(initialCapacity: 1024)
   /// Connections in a graceful close, oldest first; see `lingerTimeoutMs`.
   private let lingerQueue = RingBuffer<(deadlineMs: UInt64, connection: TCPConnection)>()

@@ -118,9 +118,9 @@ public final class TCPConnection: HandleOwner {
 
   // Hot-path state lives in internal stored properties behind the public accessors:
   // in a whole-module build the compiler can then prove their accesses never overlap
-  // and drop the dynamic exclusivity checks (`swift_beginAccess`), which callgrind
-  // showed at ~40% of the instructions of a fan-out write; public stored properties
-  // keep those checks because code outside the module may access them.
+  // and drop the dynamic exclusivity checks (`swift_beginAccess`), a large share of a
+  // fan-out write's instructions; public stored properties keep those checks because
+  // code outside the module may access them.
   var handler: (any TCPConnectionDelegate)?
   var extras: Extras?
   var outboundByteLimit = 1 << 20

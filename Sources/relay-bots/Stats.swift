@@ -36,8 +36,8 @@ struct LatencyHistogram {
 /// Run-wide counters. Rates in the progress line are deltas between samples.
 ///
 /// `@exclusivity(unchecked)` on the counters touched per delivery: the
-/// runtime's dynamic exclusivity bookkeeping cost more than the increments
-/// themselves (callgrind), and every access here is a plain read-modify-write
+/// runtime's dynamic exclusivity bookkeeping costs more than the increments
+/// themselves, and every access here is a plain read-modify-write
 /// on the single loop thread that never overlaps another access to it.
 final class Stats {
   var connectsStarted = 0
