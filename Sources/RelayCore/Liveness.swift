@@ -65,7 +65,8 @@ struct LivenessState {
   /// Running countdowns: generation → session id.
   var idleSession: [UInt64: String] = [:]
   var nextIdleGeneration: UInt64 = 1
-  /// Test/tool observer of every session event (see `RelayCore.debugEventTap`).
+  /// Observer of every session event as it is emitted, for the simulator's checks;
+  /// the core's behaviour does not depend on it.
   var eventTap: ((String, Int64, Payload) -> Void)?
 }
 
