@@ -163,7 +163,7 @@ public final class RelayServer {
         upgrade(conn, head, leftover: leftover)
         return
       }
-      let length = Int(head.header("content-length") ?? "0") ?? -1
+      let length = head.contentLength ?? -1
       guard length >= 0, length <= config.maxBodyBytes else {
         respond(conn, status: length < 0 ? 400 : 413, body: Array("bad body length".utf8))
         return

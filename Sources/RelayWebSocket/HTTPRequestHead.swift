@@ -84,6 +84,21 @@ public struct HTTPRequestHead: Sendable {
 
 }
 
+extension HTTPRequestHead {
+  /// The body length: 0 without `Content-Length`; nil when the header is repeated or
+  /// is not 1*DIGIT (RFC 9110 §8.6), or too long to be any body we read, so a
+  /// sign, spaces inside or an overflowing value are a 400, never a trap.
+  public var contentLength: Int? {
+    let values = headers.filter { Self.namesEqual($0.name, "Content-Length") }
+    guard let only = values.first else { return 0 }
+    let digits = only.value.utf8
+    guard values.count == 1, (1...18).contains(digits.count),
+      digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+    else { return nil }
+    return Int(only.value)
+  }
+}
+
 extension StringProtocol {
   /// Without optional whitespace (SP / HTAB, RFC 7230 §3.2.3) at both ends: header
   /// values, and lists in flags.

@@ -98,3 +98,22 @@ async def test_join_flood_is_rate_limited_and_a_canary_is_served(relay_factory):
     assert limited == 40  # --join-rate 20 per 10 000 ms
     await canary.send({"type": "message.send", "id": "m", "session": "quiet", "data": 1})
     assert (await canary.recv_type("message"))["data"] == 1
+
+
+def test_duration_flags_out_of_range_are_refused():
+    """Durations are added to clock readings: a huge one is a usage error, not a trap."""
+    import subprocess
+    from conftest import relay_binary
+    proc = subprocess.run([relay_binary(), "serve", "--listen", "127.0.0.1:0", "--grace", "9223372036854775807"],
+                          capture_output=True, timeout=20)
+    assert proc.returncode not in (0, 132, -4) and b"grace" in proc.stderr
+
+
+def test_content_length_with_a_sign_or_repeated_is_400(relay):
+    import socket
+    for extra in (b"Content-Length: +5\r\n", b"Content-Length: 5\r\nContent-Length: 5\r\n",
+                  b"Content-Length: 99999999999999999999999\r\n"):
+        with socket.create_connection(("127.0.0.1", relay.port), timeout=5) as s:
+            s.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: a\r\n" + extra + b"\r\nhello")
+            assert s.recv(100).startswith(b"HTTP/1.1 400"), extra
+    assert relay.proc.poll() is None
