@@ -3,7 +3,7 @@
 SWIFT ?= swift
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: deps test-deps build release run test unit integration bench bench-cluster clean
+.PHONY: deps test-deps build release run test unit integration bench bench-cluster fuzz fuzz-smoke asan tsan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -38,6 +38,28 @@ bench: release
 bench-cluster: release
 	$(SWIFT) build -c release --product relay-bots
 	python3 Benchmarks/cluster.py
+
+# The Swift tests and the integration suite under AddressSanitizer, and the Swift
+# tests under ThreadSanitizer (the server has one thread; client code with an I/O
+# thread is covered by the same command). Separate scratch paths: the sanitized
+# builds never mix with the normal one. Low priority: the machine is shared.
+ASAN_OPTIONS ?= detect_leaks=0:abort_on_error=1
+asan: test-deps
+	nice -n 19 $(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
+	ASAN_OPTIONS=$(ASAN_OPTIONS) nice -n 19 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan
+	ASAN_OPTIONS=$(ASAN_OPTIONS) RELAY_BIN=$(CURDIR)/.build-asan/debug/relay nice -n 19 python3 -m pytest -q -c Tests/integration/pytest.ini Tests/integration
+
+tsan: test-deps
+	nice -n 19 $(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
+	TSAN_OPTIONS=halt_on_error=1 nice -n 19 $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan
+
+# libFuzzer targets of Fuzz/ (nested package): FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 600
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+
+fuzz-smoke:
+	FUZZ_SECONDS=5 bash scripts/fuzz.sh
 
 clean:
 	rm -rf .build

@@ -8,8 +8,8 @@ let strict: [SwiftSetting] = [
 ]
 
 // Release builds of the relay's own modules skip Swift's dynamic exclusivity checks:
-// on the fan-out path they cost about 175 instructions per delivery (a thread-local
-// access set for every class-property modify), more than the dictionary lookup.
+// on the fan-out path they cost more than the dictionary lookup (a thread-local
+// access set for every class-property modify; figures in Benchmarks/results/).
 // Everything runs on the one loop thread; debug builds, which the tests use, keep
 // the checks, so an overlapping access still fails there.
 let hot: [SwiftSetting] = strict + [
@@ -40,13 +40,13 @@ let package = Package(
 
     // Pure layer: no libuv, no OpenSSL, no clock, no unseeded randomness.
     .target(name: "RelayWebSocket", swiftSettings: hot),
-    .target(name: "RelayProtocol", swiftSettings: hot),
-    .target(name: "RelayCore", dependencies: ["RelayProtocol"], swiftSettings: hot),
+    .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: hot),
+    .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayWebSocket"], swiftSettings: hot),
     .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol"], swiftSettings: hot),
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims"], swiftSettings: hot),
-    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims"], swiftSettings: strict),
+    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayProtocol"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [
@@ -61,7 +61,7 @@ let package = Package(
     .executableTarget(
       name: "relay",
       dependencies: [
-        "RelayServer", "RelayCrypto", "RelayCore", "RelayProtocol", "EventLoop",
+        "RelayServer", "RelayCrypto", "RelayCore", "RelayProtocol", "RelayWebSocket", "EventLoop",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Logging", package: "swift-log"),
       ],

@@ -61,6 +61,14 @@ def wait_until(pred, timeout: float, what: str) -> None:
     raise TimeoutError(what)
 
 
+def accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+        return True
+    except OSError:
+        return False
+
+
 def ready(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
@@ -90,7 +98,7 @@ def redis(procs: Procs, tag: str) -> str:
     port = free_port()
     procs.start([shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1",
                  "--save", "", "--appendonly", "no"], OTHER_CPU, RAW / f"{tag}.redis.log")
-    wait_until(lambda: socket.create_connection(("127.0.0.1", port), 0.2).close() is None, 10, "redis")
+    wait_until(lambda: accepts(port), 10, "redis")
     return f"redis://127.0.0.1:{port}"
 
 

@@ -10,3 +10,15 @@ extension Loop {
     return (inUse, freeHeld)
   }
 }
+
+extension Loop {
+  /// Gives free heap memory back to the system (glibc `malloc_trim(0)`: top of the
+  /// heap and whole free pages inside it). glibc only trims the main arena's top on
+  /// its own, so after a burst of frees (many connections' queues, replay logs) the
+  /// freed pages would otherwise stay in RSS. Costs a walk over the free lists: call
+  /// it rarely. Returns whether memory was released.
+  @discardableResult
+  public static func trimHeap() -> Bool {
+    relay_heap_trim() != 0
+  }
+}

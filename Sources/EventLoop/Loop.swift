@@ -18,6 +18,10 @@ public struct LoopStats: Sendable {
   public var bytesWritten: UInt64 = 0
   /// Bytes delivered to `onRead` callbacks.
   public var bytesRead: UInt64 = 0
+  /// Bytes queued for writing on all connections and not yet taken by the kernel
+  /// (the sum of every `TCPConnection.queuedBytes`; a buffer shared by several
+  /// queues counts once per queue).
+  public var queuedBytes = 0
 
   /// All counters zero.
   public init() {}
@@ -38,6 +42,8 @@ public final class Loop {
   public static let readBufferSize = 64 * 1024
   /// Maximum iovecs gathered into one `uv_try_write` / `uv_write`: Linux `IOV_MAX`.
   public static let maxGatherBuffers = 1024
+  /// Most bytes one `uv_write` request carries; `uv_try_write` is not bounded.
+  public static let maxInFlightBytes = 64 * 1024
 
   let rawLoop: UnsafeMutablePointer<uv_loop_t>
   let readBuffer: UnsafeMutableRawPointer
@@ -48,8 +54,8 @@ public final class Loop {
   private let checkHandle: UnsafeMutablePointer<uv_check_t>
   private let lingerTimer: UnsafeMutablePointer<uv_timer_t>
   /// Connections with bytes queued since the last flush, each listed once. A
-  /// `RingBuffer` held by `let` rather than an `Array` property: callgrind showed the
-  /// array's dynamic exclusivity checks costing more than the append itself.
+  /// `RingBuffer` held by `let` rather than an `Array` property, whose dynamic
+  /// exclusivity checks would cost more than the append itself.
   private let dirtyConnections = RingBuffer<TCPConnection>(initialCapacity: 1024)
   /// Connections in a graceful close, oldest first; see `lingerTimeoutMs`.
   private let lingerQueue = RingBuffer<(deadlineMs: UInt64, connection: TCPConnection)>()

@@ -18,6 +18,19 @@ extension TCPConnection {
     pending.removeAll(pool: loop.ringPool)
     pending = kept
     queuedByteCount -= dropped
+    loop.statistics.queuedBytes -= dropped
     return dropped
+  }
+
+  /// Queues the last bytes this side sends (a WebSocket close frame after
+  /// `discardUnsent()`) whatever the cap: they are small and end the queue's growth.
+  /// False when the connection is not open.
+  @discardableResult
+  public func writeFinal(_ bytes: [UInt8]) -> Bool {
+    guard state == .open else { return false }
+    let limit = outboundByteLimit
+    outboundByteLimit = .max
+    defer { outboundByteLimit = limit }
+    return write(OutboundBuffer(bytes: bytes))
   }
 }

@@ -105,6 +105,7 @@ extension TCPConnection {
     guard buffer.count > 0 else { return true }
     pending.append(PendingWrite(buffer: buffer, offset: 0), pool: loop.ringPool)
     queuedByteCount += buffer.count
+    loop.statistics.queuedBytes += buffer.count
     guard queuedByteCount > outboundByteLimit else {
       markDirty()
       return true
@@ -157,12 +158,14 @@ extension TCPConnection {
     }
   }
 
-  /// Fills the loop's scratch `uv_buf_t` array from the front of the queue.
-  /// Returns the number of buffers and bytes gathered.
-  private func gatherPending() -> (bufferCount: Int, byteCount: Int) {
-    let bufferCount = min(pending.count, Loop.maxGatherBuffers)
+  /// Fills the loop's scratch `uv_buf_t` array from the front of the queue, at most
+  /// `maxBytes` (but at least one buffer). Returns the number of buffers and bytes.
+  private func gatherPending(maxBytes: Int = .max) -> (bufferCount: Int, byteCount: Int) {
+    var bufferCount = 0
     var byteCount = 0
-    for index in 0..<bufferCount {
+    for index in 0..<min(pending.count, Loop.maxGatherBuffers) {
+      guard index == 0 || byteCount < maxBytes else { break }
+      bufferCount += 1
       let entry = pending.pointer(at: index)
       let length = entry.pointee.buffer.count - entry.pointee.offset
       let base = entry.pointee.buffer.base + entry.pointee.offset
@@ -176,6 +179,7 @@ extension TCPConnection {
   /// offset of a partially written one, so the remainder goes out next.
   private func consumeWritten(_ byteCount: Int) {
     queuedByteCount -= byteCount
+    loop.statistics.queuedBytes -= byteCount
     loop.statistics.bytesWritten &+= UInt64(byteCount)
     var remaining = byteCount
     while remaining > 0 {
@@ -194,7 +198,9 @@ extension TCPConnection {
   /// Issues one `uv_write` for the front of the queue, reusing the connection's
   /// write request (allocated once): at most one write is in flight at a time.
   private func submitWrite() {
-    let (bufferCount, byteCount) = gatherPending()
+    // Bounded: a uv_write cannot be taken back, so what it holds is what a slow
+    // consumer must still read before the close frame that follows (RFC 6455 §7.1.1).
+    let (bufferCount, byteCount) = gatherPending(maxBytes: Loop.maxInFlightBytes)
     let request = writeRequest ?? .allocate(capacity: 1)
     writeRequest = request
     // Unretained: libuv's +1 on the handle keeps self alive until the close
@@ -215,6 +221,7 @@ extension TCPConnection {
     guard status == 0 else { return fail(LoopError(code: status)) }
     pending.removeFirst(inFlightBufferCount, pool: loop.ringPool)
     queuedByteCount -= inFlightByteCount
+    loop.statistics.queuedBytes -= inFlightByteCount
     loop.statistics.bytesWritten &+= UInt64(inFlightByteCount)
     inFlightBufferCount = 0
     inFlightByteCount = 0

@@ -95,6 +95,9 @@ public final class TCPConnection: HandleOwner {
   }
   /// Bytes accepted by `write` and not yet confirmed written to the kernel.
   public var queuedBytes: Int { queuedByteCount }
+  /// Open for writes: not closing or shutting down (a refused write to a connection
+  /// that is not open says nothing about how fast its peer reads).
+  public var acceptsWrites: Bool { state == .open }
 
   /// Free for the owner of the connection, e.g. its session object. Cleared after `onClose`.
   public var userData: AnyObject? {
@@ -115,9 +118,9 @@ public final class TCPConnection: HandleOwner {
 
   // Hot-path state lives in internal stored properties behind the public accessors:
   // in a whole-module build the compiler can then prove their accesses never overlap
-  // and drop the dynamic exclusivity checks (`swift_beginAccess`), which callgrind
-  // showed at ~40% of the instructions of a fan-out write; public stored properties
-  // keep those checks because code outside the module may access them.
+  // and drop the dynamic exclusivity checks (`swift_beginAccess`), a large share of a
+  // fan-out write's instructions; public stored properties keep those checks because
+  // code outside the module may access them.
   var handler: (any TCPConnectionDelegate)?
   var extras: Extras?
   var outboundByteLimit = 1 << 20
@@ -336,6 +339,7 @@ public final class TCPConnection: HandleOwner {
   func handleDidClose() {
     state = .closed
     pending.removeAll(pool: loop.ringPool)
+    loop.statistics.queuedBytes -= queuedByteCount
     queuedByteCount = 0
     writeRequest?.deallocate()
     shutdownRequest?.deallocate()

@@ -36,6 +36,9 @@ extension RelayCore {
   public var callStats: CallStats {
     var snapshot = calls.stats
     snapshot.held = calls.calls.count
+    snapshot.finishedHeld = calls.finished.count
+    snapshot.finishedBytes = calls.finished.bytes
+    snapshot.finishedEvicted = calls.finished.evicted
     return snapshot
   }
 

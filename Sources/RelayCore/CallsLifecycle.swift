@@ -42,13 +42,19 @@ extension RelayCore {
     guard call.isOver, call.finishedAtMonoMs == nil else { return }
     call.finishedAtMonoMs = at.monoMs
     calls.unindex(call)
+    call.incoming = nil  // nobody rings any more
     deadlines.schedule(at: at.monoMs + CallBook.retentionMs, .call(.purge(callId: call.id)))
+    calls.finished.add(call)
+    boundFinishedCalls(at: at)
   }
 
   /// Forgets a finished call, the session grants it gave (§3) and the caller's expired
   /// rate-limit instants.
   func purge(_ call: Call, at: Instant) {
-    calls.calls[call.id] = nil
+    guard calls.calls.removeValue(forKey: call.id) != nil else { return }
+    // Retention deadlines fire in finish order: a call purged by its deadline is the
+    // oldest finished one (an early purge has already taken its own entry off).
+    while let oldest = calls.finished.oldest, calls.calls[oldest] == nil { _ = calls.finished.popOldest() }
     let granted = [call.caller.uid] + call.callees.filter { $0.state == .ended || $0.state == .accepted }.map(\.uid)
     for uid in granted {
       grantedSessions[uid]?.remove(call.sessionId)
@@ -90,7 +96,6 @@ extension RelayCore {
   /// the callees of calls it still rings as caller get `call.cancelled
   /// {caller_timed_out}`. A callee that is only ringing keeps ringing (it counts as
   /// offline) until it answers elsewhere or the ring times out.
-  /// MERGE: the heartbeat work calls this from `callsUserTimedOut(_:at:)`.
   func endCallsOfTimedOutUser(uid: String, at: Instant) {
     for call in calls.liveCalls(of: uid) {
       if call.isInCall(uid) {

@@ -171,6 +171,11 @@ public struct CallStats: Sendable, Equatable {
   public var webhooks: [String: UInt64] = [:]
   /// Calls held in memory (live and recently finished).
   public var held = 0
+  /// Finished calls kept for idempotent repeats, their bytes, and how many were
+  /// forgotten early by `--max-ended-calls` / `--max-ended-call-bytes`.
+  public var finishedHeld = 0
+  public var finishedBytes = 0
+  public var finishedEvicted: UInt64 = 0
 
   public init() {}
 }
@@ -187,6 +192,8 @@ struct CallBook {
   /// §9: monotonic ms of each user's `call.initiate` within the last 60 000 ms.
   var initiateWindows: [String: [Int64]] = [:]
   var stats = CallStats()
+  /// Finished calls awaiting their purge, bounded (FinishedCalls.swift).
+  var finished = FinishedCalls()
 
   static let initiateLimit = 10
   static let initiateWindowMs: Int64 = 60_000

@@ -20,6 +20,10 @@ public struct CoreConfig: Sendable {
   /// §7 raise/lower commands per participant per `handWindowMs` (sliding).
   public var handRate = 10
   public var handWindowMs: Int64 = 10_000
+  /// §6 `--join-rate`: `session.join` + `session.leave` per connection per
+  /// `joinWindowMs` (sliding). 20 lets a client join its 16 sessions at once.
+  public var joinRate = 20
+  public var joinWindowMs: Int64 = 10_000
   /// §1: `hello` within this long of the upgrade, else close 4501.
   public var helloTimeoutMs: Int64 = 10_000
   /// §5 heartbeat values, advertised in `welcome.heartbeat`.
@@ -37,6 +41,16 @@ public struct CoreConfig: Sendable {
   /// §8 replay log bounds per session.
   public var replayEvents = 1_000
   public var replayAgeMs: Int64 = 300_000
+  /// §8 `--replay-bytes`: bytes of kept events per session (0 = no bound); the oldest
+  /// go first. 1 MiB holds a full `--replay-events` log of 1 KiB events.
+  public var replayBytes = 1 << 20
+  /// §8 `--replay-budget-bytes`: replay bytes of all sessions together (0 = no
+  /// bound); past it the oldest events of any session go first.
+  public var replayBudgetBytes = 256 << 20
+  /// §9 `--max-ended-calls` / `--max-ended-call-bytes`: finished calls kept for
+  /// idempotent repeats of HTTP call actions (FinishedCalls.swift).
+  public var maxEndedCalls = 10_000
+  public var maxEndedCallBytes = 16 << 20
   /// §9 ring timeout.
   public var ringTimeoutMs: Int64 = 45_000
   /// §11 session lifecycle webhooks (`session.created`, `session.ended`); the shell
@@ -67,6 +81,9 @@ public struct CoreStats: Sendable, Equatable {
   public var lost: UInt64 = 0
   public var restored: UInt64 = 0
   public var timedOut: UInt64 = 0
+  /// §8 bytes held by all replay logs, and events dropped by a byte bound.
+  public var replayBytes = 0
+  public var replayEvictions: UInt64 = 0
 
   public init() {}
 }

@@ -1,6 +1,7 @@
-// `hello` → `welcome` (§3 identity, §4 lifecycle). Resume (§8) and ringing delivery
-// (§9) hook in here.
+// `hello` → `welcome` (§3 identity, §4 lifecycle), with resume (§8) and the delivery
+// of calls still ringing (§9).
 import RelayProtocol
+import RelayWebSocket
 
 extension RelayCore {
   func handleHello(_ hello: Hello, _ request: Request) throws(Refusal) {
@@ -14,10 +15,10 @@ extension RelayCore {
     connection.profile = Profile(identity, token: ResumeToken(resumeToken))
     connection.phase = .ready
     userConnections.append(connection)
-    let resumed = resume(hello.resume, request)
+    let resumed = resumeHeldState(hello.resume, request)  // §8, before `welcome`
     sendWelcome(request, publicId: publicId, resumeToken: resumeToken, resumed: resumed)
     deliverRingingCalls(to: connection, at: request.at)
-    if resumed { replayResumedSessions(hello.resume, request) }
+    if resumed { replayResumed(hello.resume, request) }
   }
 
   /// §3: dev mode takes only `hello.dev` (every dev user may join any session); token
@@ -83,12 +84,4 @@ extension RelayCore {
   func grant(_ session: String, to uid: String) {
     grantedSessions[uid, default: []].insert(session)
   }
-
-  // MARK: Hooks for later work
-
-  /// §8 resume, before `welcome` (Resume.swift): true → `welcome.resumed`.
-  func resume(_ resume: ResumeRequest?, _ request: Request) -> Bool { resumeHeldState(resume, request) }
-
-  /// §8 replay after `welcome` and ringing delivery (Resume.swift).
-  func replayResumedSessions(_ resume: ResumeRequest?, _ request: Request) { replayResumed(resume, request) }
 }

@@ -61,6 +61,6 @@ extension RelayCore {
     if let c = only.connection {
       sendPersonal(c, type: "session.timed_out") { w in w.field("session", id) }
     }
-    removeExpired(only, from: session, event: "participant.left", at: at)
+    removeParticipant(only, from: session, reason: .idle, by: nil, at: at)
   }
 }

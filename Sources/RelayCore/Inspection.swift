@@ -1,54 +1,6 @@
-// Read-only views of the core's state for tests, the simulator and tools (not for
-// the request path): they copy, and they never change what the core does next.
-
-/// One participant as the core holds it.
-public struct ParticipantView: Equatable, Sendable, CustomStringConvertible {
-  public let uid: String
-  /// `connected` or `lost` (§5).
-  public let status: String
-  /// The member connection; nil while lost.
-  public let connection: ConnectionID?
-
-  public var description: String { "\(uid):\(status)" }
-}
-
-/// One session as the core holds it: what every member's event stream must add up to.
-public struct SessionView: Equatable, Sendable {
-  public let id: String
-  /// Number of the last session event.
-  public let seq: Int64
-  /// Participants in join order.
-  public let participants: [ParticipantView]
-  /// Raised hands' uids in queue order (§7).
-  public let hands: [String]
-}
+// What the benchmarks read of the core's state (not for the request path).
 
 extension RelayCore {
-  /// The state of one session, or nil if it does not exist. For tests and tools.
-  public func debugSnapshot(session id: String) -> SessionView? {
-    guard let session = sessions[id] else { return nil }
-    return SessionView(
-      id: id, seq: session.seq,
-      participants: session.members.map {
-        ParticipantView(uid: $0.uid, status: $0.status.rawValue, connection: $0.connection)
-      },
-      hands: session.hands.map(\.uid))
-  }
-
-  /// Called with (session, seq, payload) for every session event as it is emitted,
-  /// recipients or not (the simulator checks every stream against it). For tests and
-  /// tools only: the core's behaviour does not depend on it.
-  public var debugEventTap: ((String, Int64, Payload) -> Void)? {
-    get { liveness.eventTap }
-    set { liveness.eventTap = newValue }
-  }
-
-  /// Every session id, sorted. For tests and tools.
-  public var debugSessionIds: [String] { sessions.keys.sorted() }
-
   /// Deadlines queued, cancelled ones not yet discarded included. For benchmarks.
   public var debugDeadlineCount: Int { deadlines.count }
-
-  /// Whether the user has a live connection (§5, §9). For tests and tools.
-  public func debugIsUserOnline(_ uid: String) -> Bool { isUserOnline(uid) }
 }

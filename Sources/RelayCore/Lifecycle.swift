@@ -1,6 +1,7 @@
-// Connection endings and deadlines (§1 hello timeout, §5 lost/left). Heartbeats and
-// grace (§5) build on the hooks here.
+// Connection endings and deadlines (§1 hello timeout, §5 left); lost connections and
+// grace are in Liveness.swift.
 import RelayProtocol
+import RelayWebSocket
 
 extension RelayCore {
   /// A clean end (close handshake, or the core's own close): in each of the
@@ -13,18 +14,6 @@ extension RelayCore {
     connection.sessions.removeAll()
   }
 
-  /// A transport that ended without a close handshake (§5: the connection is lost;
-  /// participants stay `lost` for grace, see Liveness.swift).
-  func connectionLost(_ connection: Connection, at: Instant) {
-    markLost(connection, at: at)
-  }
-
-  /// §5 grace over for `uid` (its participants already timed out and removed by
-  /// `graceOver`), and no other live connection: §9 ends its accepted calls and
-  /// cancels the calls it rings as caller.
-  func userTimedOut(_ uid: String, at: Instant) {
-    callsUserTimedOut(uid, at: at)
-  }
 
   // MARK: Deadlines
 

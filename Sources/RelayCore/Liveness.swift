@@ -65,7 +65,8 @@ struct LivenessState {
   /// Running countdowns: generation → session id.
   var idleSession: [UInt64: String] = [:]
   var nextIdleGeneration: UInt64 = 1
-  /// Test/tool observer of every session event (see `RelayCore.debugEventTap`).
+  /// Observer of every session event as it is emitted, for the simulator's checks;
+  /// the core's behaviour does not depend on it.
   var eventTap: ((String, Int64, Payload) -> Void)?
 }
 
@@ -175,33 +176,10 @@ extension RelayCore {
         participant.status == .lost, participant.connection == nil
       else { continue }
       counters.timedOut += 1
-      removeExpired(participant, from: session, event: "participant.timed_out", at: at)
+      removeParticipant(participant, from: session, reason: .timedOut, by: nil, at: at)
     }
-    if !isUserOnline(record.uid) { userTimedOut(record.uid, at: at) }
-  }
-
-  /// Removal by a timer (grace §5, idle §5.5): nobody acted, so `hand.lowered` has
-  /// `by: null` and reason `timed_out` (the contract's reason for a hand lowered by
-  /// the server), then `event` (`participant.timed_out`, or `participant.left` with
-  /// reason `idle`). Emptied sessions are dropped, as in `removeParticipant`.
-  func removeExpired(_ participant: Participant, from session: Session, event: String, at: Instant) {
-    let uid = participant.uid
-    if let c = participant.connection { connections[c]?.sessions.removeAll { $0 == session.id } }
-    session.remove(uid)
-    if let index = session.handIndex(of: uid) {
-      session.hands.remove(at: index)
-      emit(session, "hand.lowered", at: at) { w in
-        w.field("uid", uid)
-        w.nullableField("by", nil)
-        w.field("reason", "timed_out")
-      }
-    }
-    emit(session, event, at: at) { w in
-      w.field("uid", uid)
-      if event == "participant.left" { w.field("reason", LeaveReason.idle.rawValue) }
-    }
-    if session.isEmpty { sessions[session.id] = nil }
-    idleMembershipChanged(session, at: at)
+    // §9: a user with no other live connection has timed out for its calls too.
+    if !isUserOnline(record.uid) { endCallsOfTimedOutUser(uid: record.uid, at: at) }
   }
 
   /// Points a participant at a connection, or at none while lost, through the
@@ -210,20 +188,13 @@ extension RelayCore {
     if let c { session.attach(participant, to: c) } else { session.detach(participant) }
   }
 
-  // MARK: Hooks for ringing (§9)
+  // MARK: Ringing (§9)
 
   /// Whether the user has a live connection: said `hello`, not lost, not closing
   /// (§5: a lost user's connection counts as offline for ringing).
   func isUserOnline(_ uid: String) -> Bool {
     // A connection leaves this table only when `closed`, so `.ready` is all it takes.
     return userConnections.contains(key: uid) { $0.phase == .ready }
-  }
-
-  /// Called once when a lost connection's grace ends and its user has no other live
-  /// connection, after its participants were timed out.
-  func callsUserTimedOut(_ uid: String, at: Instant) {
-    // Ringing hooks in here (§5: accepted calls end, ringing calls cancelled).
-    endCallsOfTimedOutUser(uid: uid, at: at)
   }
 
   // MARK: Deadline routing

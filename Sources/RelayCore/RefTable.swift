@@ -34,8 +34,7 @@ extension ConnectionID {
 /// (a probe run has no holes), deletion shifts them back without reordering, and a
 /// resize re-places each run from its start.
 /// Inlinable so the server's table (another module) is specialized like the core's:
-/// unspecialized, every lookup went through generic metadata (about 1 700
-/// instructions per delivery).
+/// unspecialized, every lookup would go through generic metadata.
 public struct RefTable<Keying: TableKeying> {
   public typealias Element = Keying.Element
   public typealias Key = Keying.Key

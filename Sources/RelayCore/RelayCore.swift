@@ -15,6 +15,7 @@
 // - Ids drawn from `ids`, in this order per hello: connectionId (12 bytes), then
 //   resumeToken (24 bytes); session ids 16 bytes.
 public import RelayProtocol
+import RelayWebSocket
 
 /// The relay core. Not thread-safe: the shell calls it from its one loop thread.
 public final class RelayCore {
@@ -40,6 +41,11 @@ public final class RelayCore {
   var counters = CoreStats()
   /// §9 ringing state (CallsModel.swift).
   var calls = CallBook()
+  /// §6 join/leave windows of connections that joined or left (JoinRate.swift);
+  /// looked up only, dropped at `closed`.
+  var joinRates: [ConnectionID: RateWindow] = [:]
+  /// §8 replay bytes of all sessions (ReplayBudget.swift).
+  let replayBudget: ReplayBudget
 
   /// `verifyToken(token, nowWallMs)` returns the identity of a valid token, nil for a
   /// refused one (→ close 4501, §3). Unused in dev mode.
@@ -49,6 +55,7 @@ public final class RelayCore {
   ) {
     self.config = config
     heartbeatQuantumMs = Self.heartbeatQuantum(config)
+    replayBudget = ReplayBudget(maxBytes: config.replayBudgetBytes)
     self.ids = ids
     self.verifyToken = verifyToken
   }
@@ -87,13 +94,14 @@ public final class RelayCore {
   /// core itself asked for `.close`. `clean`: a close handshake happened.
   public func closed(_ c: ConnectionID, clean: Bool, at: Instant) {
     guard let connection = connections.removeValue(forKey: c) else { return }
+    joinRates[c] = nil
     // Gone from both tables at once: a closed connection speaks for no user, also
     // while its sessions are left below, and its resume token now works only through
     // a `LostRecord` (§8 grace).
     if connection.uid != nil { userConnections.remove(connection) }
     counters.connections -= 1
     if connection.phase != .closing {
-      if clean { detachLeaving(connection, at: at) } else { connectionLost(connection, at: at) }
+      if clean { detachLeaving(connection, at: at) } else { markLost(connection, at: at) }
     }
     callsConnectionClosed(connection, clean: clean, at: at)
     // Its heartbeat check still refers to it (lazy cancellation): gone reads as closing.
@@ -124,6 +132,8 @@ public final class RelayCore {
     var snapshot = counters
     snapshot.sessions = sessions.count
     snapshot.participants = sessions.values.reduce(0) { $0 + $1.count }
+    snapshot.replayBytes = replayBudget.bytes
+    snapshot.replayEvictions = replayBudget.evictions
     return snapshot
   }
 

@@ -1,9 +1,10 @@
 // Every session event, kept for resume (§8): the last `replayEvents`, none older than
-// `replayAgeMs`. Replay re-sends the exact bytes members saw live (same seq, same ts).
+// `replayAgeMs`, at most `replayBytes` in all (and the process-wide `ReplayBudget`).
+// Replay re-sends the exact bytes members saw live (same seq, same ts).
 // Most entries hold the encoded payload. `participant.joined` — one per member, and
 // in an idle session nearly the whole log — is kept as the joiner's shared `Profile`
 // and re-encoded on replay by the same code that encoded it live: 40 bytes instead of
-// a ~250-byte payload per member (issue 6: memory per idle member).
+// a ~250-byte payload per member.
 import RelayProtocol
 
 /// One recorded session event, as replay sends it.
@@ -32,18 +33,39 @@ private struct RecordedEvent {
 struct ReplayLog {
   let maxEvents: Int
   let maxAgeMs: Int64
+  /// Bytes the kept events may take (`--replay-bytes`); 0 = no bound.
+  let maxBytes: Int
   /// The session id, for re-encoding `participant.joined`.
   let session: String
+  /// The process-wide account every log charges its bytes to.
+  let budget: ReplayBudget?
   private var entries: [RecordedEvent] = []
   private var head = 0  // index of the oldest live entry
   /// The seq of `entries[head]` while the log is not empty.
   private var headSeq: Int64 = 0
+  /// What the kept events cost (`cost(of:)`).
+  private(set) var bytes = 0
 
-  init(maxEvents: Int, maxAgeMs: Int64, session: String = "") {
+  init(maxEvents: Int, maxAgeMs: Int64, maxBytes: Int = 0, session: String = "", budget: ReplayBudget? = nil) {
     self.maxEvents = maxEvents
     self.maxAgeMs = maxAgeMs
+    self.maxBytes = maxBytes
     self.session = session
+    self.budget = budget
   }
+
+  /// An event's share of a byte bound: its payload plus the entry (time, body, slot).
+  /// A `participant.joined` holds a shared profile, so only its entry counts.
+  static let entryBytes = 32
+  private static func cost(of event: RecordedEvent) -> Int {
+    switch event.body {
+    case .payload(let payload): return entryBytes + payload.bytes.count
+    case .joined: return entryBytes
+    }
+  }
+
+  /// Gives the log's bytes back to the budget (its session is being freed).
+  func releaseAll() { budget?.charge(-bytes, events: -count) }
 
   var count: Int { entries.count - head }
   var oldestSeq: Int64? { head < entries.count ? headSeq : nil }
@@ -59,13 +81,21 @@ struct ReplayLog {
     } else {
       precondition(seq == headSeq + Int64(count), "replay log seqs must be consecutive")
     }
-    entries.append(RecordedEvent(atMonoMs: atMonoMs, body: body))
+    let event = RecordedEvent(atMonoMs: atMonoMs, body: body)
+    entries.append(event)
+    let cost = Self.cost(of: event)
+    bytes += cost
+    budget?.charge(cost, events: 1)
     trim(now: atMonoMs)
   }
 
-  /// Drops entries beyond the count bound or older than the age bound.
+  /// Drops entries beyond the count or byte bound or older than the age bound.
   mutating func trim(now nowMonoMs: Int64) {
     while count > maxEvents { dropOldest() }
+    while maxBytes > 0, bytes > maxBytes, count > 0 {
+      dropOldest()
+      budget?.countEviction()
+    }
     while head < entries.count, nowMonoMs - entries[head].atMonoMs > maxAgeMs { dropOldest() }
     // Compact once the dead prefix dominates, keeping append amortized O(1).
     if head > 64 && head * 2 >= entries.count {
@@ -75,8 +105,27 @@ struct ReplayLog {
   }
 
   private mutating func dropOldest() {
+    let cost = Self.cost(of: entries[head])
+    entries[head] = RecordedEvent(atMonoMs: entries[head].atMonoMs, body: .payload(Self.dropped))
+    bytes -= cost
+    budget?.charge(-cost, events: -1)
     head += 1
     headSeq += 1
+  }
+
+  /// Takes the place of a dropped entry's payload until compaction, so its bytes are
+  /// freed now rather than when the dead prefix is next compacted.
+  private static let dropped = Payload([])
+
+  /// The process-wide budget is exceeded and this log holds the oldest event.
+  mutating func dropOldestForBudget() {
+    guard count > 0 else { return }
+    dropOldest()
+    budget?.countEviction()
+    if count == 0 {
+      entries.removeAll(keepingCapacity: false)
+      head = 0
+    }
   }
 
   /// The events with seq > `afterSeq` up to `lastSeq` (the session's current seq), or nil

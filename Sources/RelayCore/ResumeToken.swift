@@ -1,6 +1,6 @@
 // A resume token as the core keeps it (§8). Production mints 24 random bytes as 32
 // characters of URL-safe base64: as a String that is a separate ~80-byte heap block
-// per connection (issue 6: memory per idle connection). 32 such characters carry
+// per connection. 32 such characters carry
 // exactly 192 bits, so they pack losslessly into three words stored inline. Any other
 // string (tests' seeded ids, a client's garbage) is kept as it is; the two forms never
 // describe the same string, so equality and hashing stay exact.

@@ -23,6 +23,7 @@ extension RelayCore {
     session.seq += 1
     let payload = encodeEvent(type, session: session.id, seq: session.seq, wallMs: at.wallMs, body)
     session.replay.record(seq: session.seq, atMonoMs: at.monoMs, compact ?? .payload(payload))
+    replayBudget.recorded(session, seq: session.seq)
     liveness.eventTap?(session.id, session.seq, payload)
     let recipients = session.connections(excluding: excluding)
     counters.deliveries += UInt64(recipients.count)
@@ -31,7 +32,8 @@ extension RelayCore {
   }
 
   /// §6 `session.joined {session, seq, self, participants, hands}`; on a resume whose
-  /// events are no longer kept, with `recovered: false` (§8).
+  /// events are no longer kept, with `recovered: false` (§8). The member and hand
+  /// lists are the session's shared bytes; only `self` is written per joiner.
   func sendSnapshot(_ session: Session, to c: ConnectionID, uid: String, recovered: Bool? = nil) {
     guard let me = session[uid] else { return }
     sendPersonal(c, type: "session.joined") { w in
@@ -39,7 +41,7 @@ extension RelayCore {
       w.field("seq", session.seq)
       w.key("self")
       w.participant(me)
-      w.membersAndHands(session)
+      w.raw(session.membersAndHandsBytes())
       if let recovered { w.field("recovered", recovered) }
     }
   }
@@ -60,6 +62,7 @@ extension RelayCore {
     let identity = request.identity
     guard config.devMode || identity.sessions.allows(id) || grantedSessions[identity.uid]?.contains(id) == true
     else { throw Refusal(.forbidden, "token does not allow session \(id)") }
+    try acquireJoinRate(request)
     if request.connection.sessions.contains(id), let session = sessions[id] {
       // Joining again from the same connection: idempotent, a fresh snapshot.
       ok(request)
@@ -69,7 +72,7 @@ extension RelayCore {
     guard request.connection.sessions.count < config.maxSessionsPerConnection else {
       throw Refusal(.rateLimited, "at most \(config.maxSessionsPerConnection) sessions per connection")
     }
-    let session = sessions[id] ?? Session(id: id, config: config)
+    let session = sessions[id] ?? Session(id: id, config: config, budget: replayBudget)
     if let existing = session[identity.uid] {
       ok(request)
       takeOver(existing, in: session, request)
@@ -111,6 +114,7 @@ extension RelayCore {
     session.attach(participant, to: request.c)  // `connected` from here on
     request.connection.sessions.append(session.id)
     participant.profile = request.profile
+    session.invalidateSnapshot()
     if wasLost {
       counters.restored += 1
       emit(session, "participant.restored", at: request.at, excluding: request.c) { w in
@@ -130,6 +134,7 @@ extension RelayCore {
 
   func leave(_ id: String, _ request: Request) throws(Refusal) {
     _ = try memberSession(id, request)
+    try acquireJoinRate(request)
     ok(request)
     sendSessionLeft(id, to: request.c, reason: "left")
     removeParticipant(request.uid, from: id, reason: .left, by: request.uid, at: request.at)
@@ -145,28 +150,42 @@ extension RelayCore {
     removeParticipant(uid, from: id, reason: .removed, by: request.uid, at: request.at)
   }
 
-  /// Takes the participant out, then tells the remaining members (§6): `hand.lowered`
-  /// if its hand was up, then `participant.left`. `by` is the user whose action it was
-  /// (the leaver itself for `left`, the host for `removed`); nil (admin API, timeout)
-  /// is sent as `by: null` (protocol/PROTOCOL.md §6.2). An emptied session is dropped
-  /// (nobody is left to resume it).
+  /// Looks the participant up, then `removeParticipant(_:from:reason:by:at:)`.
   func removeParticipant(_ uid: String, from id: String, reason: LeaveReason, by: String?, at: Instant) {
     guard let session = sessions[id], let participant = session[uid] else { return }
+    removeParticipant(participant, from: session, reason: reason, by: by, at: at)
+  }
+
+  /// The one removal sequence (§5, §6), whatever the cause: takes the participant out,
+  /// then tells the remaining members `hand.lowered` if its hand was up, then
+  /// `participant.left {reason}` — or `participant.timed_out` after grace (§5).
+  /// `by` is the user whose action it was (the leaver itself for `left`, the host for
+  /// `removed`); nil (admin API, a timer) is sent as `by: null` (§6.2), and a hand
+  /// lowered by a timer has reason `timed_out`. An emptied session is dropped (nobody
+  /// is left to resume it) and ends with the `session.ended` webhook (§11).
+  func removeParticipant(_ participant: Participant, from session: Session, reason: LeaveReason, by: String?, at: Instant) {
+    let uid = participant.uid
+    let id = session.id
     if let c = participant.connection { connections[c]?.sessions.removeAll { $0 == id } }
     session.remove(uid)
     if let index = session.handIndex(of: uid) {
       session.hands.remove(at: index)
+      let handReason = reason == .idle ? LeaveReason.timedOut : reason
       emit(session, "hand.lowered", at: at) { w in
         w.field("uid", uid)
         w.nullableField("by", by)
+        w.field("reason", handReason.rawValue)
+      }
+    }
+    if reason == .timedOut {
+      emit(session, "participant.timed_out", at: at) { w in w.field("uid", uid) }
+    } else {
+      emit(session, "participant.left", at: at) { w in
+        w.field("uid", uid)
         w.field("reason", reason.rawValue)
       }
     }
-    emit(session, "participant.left", at: at) { w in
-      w.field("uid", uid)
-      w.field("reason", reason.rawValue)
-    }
-    if session.isEmpty {
+    if session.isEmpty, sessions[id] === session {
       sessions[id] = nil
       sessionWebhook("session.ended", id, at: at)
     }

@@ -1,7 +1,7 @@
 // Per-connection and per-user lists (sessions of a connection, connections of a user)
 // hold one element nearly always. An Array would cost a 48-byte heap block for that
-// one element on every idle member (issue 6: memory per connection); this keeps zero
-// or one element inline and only falls back to an Array beyond that.
+// one element on every idle member; this keeps zero or one element inline and only
+// falls back to an Array beyond that.
 
 /// An insertion-ordered list stored inline while it has at most one element.
 enum SmallList<Element: Equatable>: Sequence {

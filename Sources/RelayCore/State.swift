@@ -1,5 +1,5 @@
 // The core's state: connections, sessions, their participants and the identity
-// records they share (§3–§7a). Laid out for memory per idle member (issue 6): shared
+// records they share (§3–§7a). Laid out for memory per idle member: shared
 // rather than copied, inline where a list is nearly always 0 or 1 long.
 // Reference types because the core mutates them in place through several tables;
 // every collection that reaches output is iterated in insertion order.
@@ -13,8 +13,8 @@ enum ParticipantStatus: String {
 
 /// One accepted `hello`'s identity, immutable and shared by reference: the connection,
 /// the participants it joined as, and the replay log's `participant.joined` entries
-/// all point at the same record instead of each copying uid, name, avatar and role
-/// (issue 6: memory per idle member).
+/// all point at the same record instead of each copying uid, name, avatar and role,
+/// which is most of the memory per idle member.
 ///
 /// Only what the core reads: the token's `exp` is checked at hello and not kept. The
 /// hello's resume token lives here rather than in the Connection: the Connection
@@ -106,13 +106,18 @@ final class Session {
   private(set) var members: [Participant] = []
   private var byUid = RefTable<ParticipantsByUid>()
   /// §7 queue, in `hand.raised` order.
-  var hands: [Hand] = []
+  var hands: [Hand] = [] { didSet { snapshotChunk = nil } }
   var replay: ReplayLog
 
-  init(id: String, config: CoreConfig) {
+  init(id: String, config: CoreConfig, budget: ReplayBudget? = nil) {
     self.id = id
-    replay = ReplayLog(maxEvents: config.replayEvents, maxAgeMs: config.replayAgeMs, session: id)
+    replay = ReplayLog(
+      maxEvents: config.replayEvents, maxAgeMs: config.replayAgeMs, maxBytes: config.replayBytes,
+      session: id, budget: budget)
   }
+
+  /// The log's bytes leave the process-wide account with the session.
+  deinit { replay.releaseAll() }
 
   var isEmpty: Bool { members.isEmpty }
   var count: Int { members.count }
@@ -141,11 +146,35 @@ final class Session {
     return result
   }
 
+  /// `"participants":[…],"hands":[…]` of the §6 snapshot, encoded once per state and
+  /// shared by every `session.joined` until something in it changes: repeated joins
+  /// cost a copy of these bytes, not an encoding of every member. Kept only from the
+  /// second snapshot of one state on, so a session that merely grew by joins does not
+  /// hold a copy of its member list (about 100 bytes per member) while idle.
+  private var snapshotChunk: [UInt8]? {
+    didSet { if snapshotChunk == nil { snapshotSeenAtSeq = -1 } }
+  }
+  private var snapshotSeenAtSeq: Int64 = -1
+
+  /// The snapshot bytes for the session as it is now.
+  func membersAndHandsBytes() -> [UInt8] {
+    if let chunk = snapshotChunk, snapshotSeenAtSeq == seq { return chunk }
+    var writer = JSONWriter(capacity: 64 + members.count * 96)
+    writer.membersAndHands(self)
+    if snapshotSeenAtSeq == seq { snapshotChunk = writer.bytes } else { snapshotChunk = nil }
+    snapshotSeenAtSeq = seq
+    return writer.bytes
+  }
+
+  /// A member's profile changed without a membership change (takeover).
+  func invalidateSnapshot() { snapshotChunk = nil }
+
   func add(_ participant: Participant) {
     precondition(byUid[participant.uid] == nil, "participant added twice")
     byUid.insert(participant)
     members.append(participant)
     recipients = nil
+    snapshotChunk = nil
   }
 
   func remove(_ uid: String) {
@@ -153,6 +182,7 @@ final class Session {
     members.removeAll { $0 === removed }
     rates[uid] = nil
     recipients = nil
+    snapshotChunk = nil
   }
 
   /// §7 and §7a rate windows by uid, created on a participant's first raise/lower or
@@ -172,12 +202,14 @@ final class Session {
   func attach(_ participant: Participant, to c: ConnectionID) {
     participant.setConnection(c)
     recipients = nil
+    snapshotChunk = nil
   }
 
   /// The participant keeps its place but has no connection: `lost` (§5).
   func detach(_ participant: Participant) {
     participant.setConnection(nil)
     recipients = nil
+    snapshotChunk = nil
   }
 
   func handIndex(of uid: String) -> Int? { hands.firstIndex { $0.uid == uid } }

@@ -1,4 +1,5 @@
 import COpenSSL
+import RelayProtocol
 
 /// OpenSSL 3 one-shot primitives: the only Swift in the project that touches OpenSSL
 /// (DESIGN.md, "Layers"). Pure modules receive these as injected functions, e.g.
@@ -60,17 +61,7 @@ public enum Crypto {
   /// A random token of `byteCount` random bytes, URL-safe base64 without padding
   /// (16 bytes give 128 bits in 22 characters).
   public static func randomToken(byteCount: Int) -> String {
-    base64URLEncode(randomBytes(byteCount))
-  }
-
-  /// Base64 with the URL-safe alphabet and no padding (RFC 4648 §5).
-  public static func base64URLEncode(_ bytes: [UInt8]) -> String {
-    Base64.encode(bytes, alphabet: Base64.urlSafeAlphabet, padding: false)
-  }
-
-  /// Standard base64 with padding (RFC 4648 §4), e.g. for `Sec-WebSocket-Accept`.
-  public static func base64Encode(_ bytes: [UInt8]) -> String {
-    Base64.encode(bytes, alphabet: Base64.standardAlphabet, padding: true)
+    Base64URL.encode(randomBytes(byteCount))
   }
 
   /// Lowercase hexadecimal.
@@ -107,36 +98,5 @@ public enum Crypto {
       return withUnsafeBytes(of: &dummy) { body(UnsafeRawBufferPointer(start: $0.baseAddress, count: 0)) }
     }
     return bytes.withUnsafeBytes(body)
-  }
-}
-
-/// RFC 4648 encoder; small enough to own rather than round-trip through `EVP_EncodeBlock`
-/// and then rewrite its alphabet.
-enum Base64 {
-  static let standardAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-  static let urlSafeAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
-  static func encode(_ bytes: [UInt8], alphabet: [UInt8], padding: Bool) -> String {
-    var output = [UInt8]()
-    output.reserveCapacity((bytes.count + 2) / 3 * 4)
-    var index = 0
-    while index < bytes.count {
-      let available = min(3, bytes.count - index)
-      var group: UInt32 = 0
-      for offset in 0..<3 {
-        group <<= 8
-        if offset < available { group |= UInt32(bytes[index + offset]) }
-      }
-      let characterCount = available + 1
-      for position in 0..<4 {
-        if position < characterCount {
-          output.append(alphabet[Int((group >> UInt32(18 - 6 * position)) & 0x3f)])
-        } else if padding {
-          output.append(UInt8(ascii: "="))
-        }
-      }
-      index += 3
-    }
-    return String(decoding: output, as: UTF8.self)
   }
 }

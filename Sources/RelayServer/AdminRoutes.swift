@@ -44,8 +44,11 @@ extension RelayServer {
       }
       role = parsed
     }
-    let ttl = request["ttl"]?.numberValue?.int64 ?? 3_600_000
-    guard ttl > 0 else { return respondError(conn, 400, "bad_request", "ttl must be positive (ms)") }
+    var ttl = Tokens.defaultTTLMs
+    if let value = request["ttl"] {
+      guard let valid = Tokens.validTTL(value) else { return respondError(conn, 400, "bad_request", Tokens.ttlRule) }
+      ttl = valid
+    }
     let token = Tokens.mint(
       secret: secret, sub: sub, name: request["name"]?.stringValue, avatar: request["avatar"]?.stringValue,
       sessions: sessions, role: role, ttlMs: ttl, nowWallMs: now.wallMs)
@@ -77,6 +80,9 @@ extension RelayServer {
     metrics.mirrorCounter("relay_participants_lost_total", s.lost)
     metrics.mirrorCounter("relay_participants_restored_total", s.restored)
     metrics.mirrorCounter("relay_participants_timed_out_total", s.timedOut)
+    metrics.mirror("relay_replay_bytes", s.replayBytes)
+    metrics.mirror("relay_replay_budget_bytes", config.core.replayBudgetBytes)
+    metrics.mirrorCounter("relay_replay_evicted_total", s.replayEvictions)
     for (k, v) in s.commandsByType.sorted(by: { $0.key < $1.key }) {
       metrics.mirrorCounter("relay_commands_total", labels: [("type", k)], v)
     }
@@ -88,5 +94,6 @@ extension RelayServer {
     }
     refreshCallMetrics()
     refreshClusterMetrics()
+    refreshOutboundMetrics()
   }
 }

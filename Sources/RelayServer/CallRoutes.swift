@@ -85,6 +85,11 @@ extension RelayServer {
     let s = core.callStats
     metrics.mirror("relay_calls_initiated", Int(s.initiated))
     metrics.mirror("relay_calls_held", s.held)
+    metrics.mirror("relay_calls_finished_held", s.finishedHeld)
+    metrics.mirror("relay_calls_finished_bytes", s.finishedBytes)
+    metrics.mirror("relay_calls_finished_limit", config.core.maxEndedCalls)
+    metrics.mirror("relay_calls_finished_limit_bytes", config.core.maxEndedCallBytes)
+    metrics.mirrorCounter("relay_calls_finished_evicted_total", s.finishedEvicted)
     for (k, v) in s.outcomes.sorted(by: { $0.key < $1.key }) {
       metrics.mirror("relay_call_outcomes", labels: [("outcome", k)], Int(v))
     }

@@ -4,6 +4,7 @@ import RelayCluster
 import RelayCore
 import RelayCrypto
 import RelayProtocol
+import RelayWebSocket
 
 /// Cluster mode (contract §12; design and failure cases in docs/cluster.md): this
 /// node's side of the shared log. It logs the inputs of this node's sockets, reads
@@ -299,7 +300,7 @@ final class ClusterNode {
       stats.rejoins += 1
       number = 0
       unloggedCloses = []
-      server.closeAllWebSockets(code: RelayProtocol.CloseCode.serviceRestart, reason: "node rejoining the cluster")
+      server.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "node rejoining the cluster")
       join()
       return
     }

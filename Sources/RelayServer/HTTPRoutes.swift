@@ -3,28 +3,6 @@ import RelayCore
 import RelayCrypto
 import RelayWebSocket
 
-/// Reason phrases for the statuses the relay sends.
-enum HTTPStatus {
-  static func reason(_ status: Int) -> String {
-    switch status {
-    case 200: "OK"
-    case 201: "Created"
-    case 204: "No Content"
-    case 400: "Bad Request"
-    case 401: "Unauthorized"
-    case 404: "Not Found"
-    case 405: "Method Not Allowed"
-    case 409: "Conflict"
-    case 413: "Payload Too Large"
-    case 426: "Upgrade Required"
-    case 431: "Request Header Fields Too Large"
-    case 503: "Service Unavailable"
-    case 505: "HTTP Version Not Supported"
-    default: "Error"
-    }
-  }
-}
-
 extension RelayServer {
   /// Routes a complete non-upgrade HTTP request (contract §10).
   func routeHTTP(_ conn: ServerConnection, _ head: HTTPRequestHead, body: [UInt8]) {
@@ -74,15 +52,5 @@ extension RelayServer {
     let prefix = "bearer "
     guard value.count > prefix.count, value.lowercased().hasPrefix(prefix) else { return nil }
     return String(value.dropFirst(prefix.count)).trimmingSpaces()
-  }
-}
-
-extension String {
-  /// The string without leading and trailing spaces and tabs (HTTP OWS, flag lists).
-  public func trimmingSpaces() -> String {
-    var s = Substring(self)
-    while s.first == " " || s.first == "\t" { s = s.dropFirst() }
-    while s.last == " " || s.last == "\t" { s = s.dropLast() }
-    return String(s)
   }
 }

@@ -4,6 +4,7 @@ import RelayCluster
 public import RelayCore
 import RelayCrypto
 import RelayProtocol
+import RelayWebSocket
 
 /// Cluster settings (contract §12): nil `redis` means standalone.
 public struct ClusterConfig: Sendable {
@@ -41,7 +42,7 @@ extension RelayServer {
     clusterLastInbound[conn.id.raw] = loop.nowMs
     cluster.append(.open(connection: conn.id.raw)) { [weak self, weak conn] in
       guard let self, let conn else { return }
-      self.closeWebSocket(conn, code: RelayProtocol.CloseCode.serviceRestart, reason: "cluster unavailable")
+      self.closeWebSocket(conn, code: CloseCode.serviceRestart, reason: "cluster unavailable")
     }
   }
 
@@ -108,7 +109,7 @@ extension RelayServer {
   /// replicated ids. Every socket of the old state is closed first (1012: reconnect
   /// and resume; the resume finds no state and the client joins afresh, §8).
   func resetClusterState(seed: [UInt8]) {
-    closeAllWebSockets(code: RelayProtocol.CloseCode.serviceRestart, reason: "cluster state reset")
+    closeAllWebSockets(code: CloseCode.serviceRestart, reason: "cluster state reset")
     failPendingAdmin()
     var coreConfig = config.core
     coreConfig.sessionWebhooks = config.webhookURL != nil

@@ -47,6 +47,8 @@ public final class RelayServer {
   private var drainStartedMs: Int64 = 0
   /// `--webhook-url` deliveries (contract §11); nil when not configured.
   var webhookClient: WebhookClient?
+  /// Slow-consumer closes, the process-wide outbound budget, heap trimming.
+  let outbound = OutboundBudget()
 
   public init(config: ServerConfig, logger: Logger, verifyToken: @escaping (String, Int64) -> Identity?) {
     self.config = config
@@ -165,7 +167,7 @@ public final class RelayServer {
     case .needMore:
       return
     case .invalid(let status):
-      respond(conn, status: status, body: Array(HTTPStatus.reason(status).utf8))
+      respond(conn, status: status, body: Array(HTTPResponse.reasonPhrase(status).utf8))
     case .complete(let head, _):
       metrics.httpRequests.increment()
       // RFC 9112 §3.2: an HTTP/1.1 request without exactly one Host is a 400.
@@ -177,7 +179,7 @@ public final class RelayServer {
         upgrade(conn, head, leftover: leftover)
         return
       }
-      let length = Int(head.header("content-length") ?? "0") ?? -1
+      let length = head.contentLength ?? -1
       guard length >= 0, length <= config.maxBodyBytes else {
         respond(conn, status: length < 0 ? 400 : 413, body: Array("bad body length".utf8))
         return
@@ -265,16 +267,16 @@ public final class RelayServer {
       send(conn, bytes)
     case .text(let payload):
       if endpoint == .echo {
-        send(conn, Framing.frame(.text, payload))
+        if conn.acceptsFrames { send(conn, Framing.frame(.text, payload)) }
       } else {
         inputText(conn, payload)
       }
     case .binary(let payload):
       if endpoint == .echo {
-        send(conn, Framing.frame(.binary, payload))
+        if conn.acceptsFrames { send(conn, Framing.frame(.binary, payload)) }
       } else {
         // Contract §1: a binary message on /v1/ws closes with 1003.
-        closeWebSocket(conn, code: 1003, reason: "binary messages are not accepted")
+        closeWebSocket(conn, code: CloseCode.unsupportedData, reason: "binary messages are not accepted")
       }
     case .ping, .pong:
       if endpoint == .relay, conn.coreOpened { inputAlive(conn) }
@@ -309,32 +311,35 @@ public final class RelayServer {
 
   private func send(_ conn: ServerConnection, _ bytes: [UInt8]) {
     if !conn.tcp.write(bytes) { slowConsumer(conn) }
+    if loop.stats.queuedBytes > config.outboundBudgetBytes { enforceOutboundBudget() }
   }
 
   private func send(_ conn: ServerConnection, _ buffer: OutboundBuffer) {
     if !conn.tcp.write(buffer) { slowConsumer(conn) }
+    if loop.stats.queuedBytes > config.outboundBudgetBytes { enforceOutboundBudget() }
   }
 
-  /// Contract §1: over `--max-outbound-bytes` not taken by the kernel → close 4008
-  /// and free the queue. What the kernel has not started on is dropped at once; the
-  /// close frame follows the bytes in flight, so frame boundaries stay intact, and the
-  /// socket gets the loop's bounded linger to deliver it. A peer too far behind to
-  /// take even that is cut off immediately.
-  private func slowConsumer(_ conn: ServerConnection) {
+  /// Contract §1: over `--max-outbound-bytes` not taken by the kernel (or chosen by
+  /// the process-wide budget) → close 4008 and free the queue. Whole frames the kernel
+  /// has not started on are dropped at once; the close frame follows the bytes in
+  /// flight (at most `Loop.maxInFlightBytes` and the frame begun), so a reader that is
+  /// slow but reading gets it (OutboundBudget.swift ends the socket once it is
+  /// flushed). The participant is lost, not gone: 4008 means "resume" (§14).
+  /// A write refused because the connection is already ending is not counted again.
+  func slowConsumer(_ conn: ServerConnection) {
+    guard conn.tcp.acceptsWrites else { return }
+    if case .finishing = conn.phase { return }
     metrics.slowConsumerCloses.increment()
     logger.debug("slow consumer", metadata: ["connection": "\(conn.id)"])
     conn.tcp.discardUnsent()
-    guard case .websocket = conn.phase else {
+    guard case .websocket = conn.phase, conn.ws.state == .open else {
       conn.tcp.close()
       return
     }
-    let frame = conn.ws.close(code: 4008, reason: "slow consumer")
+    let frame = conn.ws.close(code: CloseCode.slowConsumer, reason: "slow consumer")
     conn.phase = .finishing
-    if frame.isEmpty || !conn.tcp.write(frame) {
-      conn.tcp.close()
-    } else {
-      conn.tcp.shutdown()
-    }
+    conn.tcp.writeFinal(frame)
+    outbound.flushing(conn.id, dueMs: now.monoMs + config.slowConsumerCloseTimeoutMs)
     leaveWebSocket(conn)
   }
 
@@ -367,20 +372,21 @@ public final class RelayServer {
         if webhooks { webhook(event: event, body: body) }
       }
     }
+    enforceOutboundBudget()
   }
 
   func sendPing(_ conn: ServerConnection) {
-    if conn.isWebSocket { send(conn, pingFrame) }
+    if conn.acceptsFrames { send(conn, pingFrame) }
   }
 
   func deliver(_ payload: Payload, to ids: [ConnectionID]) {
     if ids.count == 1 {
-      if let conn = connections[ids[0]], conn.isWebSocket { send(conn, Framing.textFrame(payload)) }
+      if let conn = connections[ids[0]], conn.acceptsFrames { send(conn, Framing.textFrame(payload)) }
       return
     }
     let frame = Framing.textFrame(payload)
     for id in ids {
-      if let conn = connections[id], conn.isWebSocket { send(conn, frame) }
+      if let conn = connections[id], conn.acceptsFrames { send(conn, frame) }
     }
   }
 
@@ -421,6 +427,7 @@ public final class RelayServer {
     for raw in closeDeadlines.popDue(nowMs: nowMs) {
       connections[ConnectionID(raw)]?.tcp.close()
     }
+    outboundSweep(nowMs: nowMs)
     if draining, nowMs - drainStartedMs >= config.drainTimeoutMs { finishDrain(force: true) }
     clusterHeartbeats()
   }
@@ -432,7 +439,7 @@ public final class RelayServer {
     draining = true
     drainStartedMs = now.monoMs
     logger.info("draining", metadata: ["websockets": "\(connections.values.filter(\.isWebSocket).count)"])
-    closeAllWebSockets(code: RelayProtocol.CloseCode.goingAway, reason: "server going away")
+    closeAllWebSockets(code: CloseCode.goingAway, reason: "server going away")
     finishDrainIfDone()
   }
 

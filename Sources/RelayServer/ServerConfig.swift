@@ -21,6 +21,16 @@ public struct ServerConfig: Sendable {
   /// How long we wait for the peer's close frame after sending ours (RFC 6455 §7.1.1:
   /// the server should close TCP first, but give the client a moment to answer).
   public var closeHandshakeTimeoutMs: Int64 = 2_000
+  /// How long a slow consumer has to read what was in flight and our close 4008
+  /// (contract §1) before its socket is closed regardless.
+  public var slowConsumerCloseTimeoutMs: Int64 = 5_000
+  /// `--outbound-budget-bytes`: bytes queued for all connections together (0 = no
+  /// bound); past it the connections holding the most are closed 4008 first.
+  public var outboundBudgetBytes = 512 << 20
+  /// Free heap held by the allocator above which it is given back to the system
+  /// (`malloc_trim`), at most once per `heapTrimIntervalMs`.
+  public var heapTrimThresholdBytes = 8 << 20
+  public var heapTrimIntervalMs: Int64 = 2_000
   public var drainTimeoutMs: Int64 = 10_000
   public var webhookURL: String?
   public var webhookSecret: String?

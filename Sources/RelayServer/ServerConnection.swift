@@ -57,6 +57,10 @@ final class ServerConnection: TCPConnectionDelegate {
     return false
   }
 
+  /// A WebSocket that may still get data and pings: not after our close frame
+  /// (RFC 6455 §5.5.1).
+  var acceptsFrames: Bool { isWebSocket && ws.state == .open }
+
   func connection(_ connection: TCPConnection, didRead bytes: UnsafeMutableRawBufferPointer) {
     server.didRead(self, bytes)
   }

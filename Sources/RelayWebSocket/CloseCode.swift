@@ -14,6 +14,10 @@ public enum CloseCode {
   public static let policyViolation: UInt16 = 1008
   public static let messageTooBig: UInt16 = 1009
   public static let internalError: UInt16 = 1011
+  /// IANA registry "Service Restart": the relay's cluster mode closes a node's
+  /// sockets with it when the node must rebuild its state (protocol/ §13.1);
+  /// clients reconnect and resume, as after 1001.
+  public static let serviceRestart: UInt16 = 1012
 
   /// Whether a code received in a close frame is acceptable.
   ///

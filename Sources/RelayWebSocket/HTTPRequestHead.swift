@@ -38,7 +38,7 @@ public struct HTTPRequestHead: Sendable {
     var values: [String] = []
     for field in headers where Self.namesEqual(field.name, name) {
       for element in field.value.split(separator: ",", omittingEmptySubsequences: true) {
-        let trimmed = Self.trimmed(Substring(element))
+        let trimmed = element.trimmingSpaces()
         if !trimmed.isEmpty { values.append(trimmed) }
       }
     }
@@ -82,11 +82,30 @@ public struct HTTPRequestHead: Sendable {
     byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
   }
 
-  /// Strips optional whitespace (SP / HTAB, RFC 7230 §3.2.3) at both ends.
-  static func trimmed(_ text: Substring) -> String {
+}
+
+extension HTTPRequestHead {
+  /// The body length: 0 without `Content-Length`; nil when the header is repeated or
+  /// is not 1*DIGIT (RFC 9110 §8.6), or too long to be any body we read, so a
+  /// sign, spaces inside or an overflowing value are a 400, never a trap.
+  public var contentLength: Int? {
+    let values = headers.filter { Self.namesEqual($0.name, "Content-Length") }
+    guard let only = values.first else { return 0 }
+    let digits = only.value.utf8
+    guard values.count == 1, (1...18).contains(digits.count),
+      digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+    else { return nil }
+    return Int(only.value)
+  }
+}
+
+extension StringProtocol {
+  /// Without optional whitespace (SP / HTAB, RFC 7230 §3.2.3) at both ends: header
+  /// values, and lists in flags.
+  public func trimmingSpaces() -> String {
     let isOWS: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-    guard let first = text.firstIndex(where: { !isOWS($0) }) else { return "" }
-    let last = text.lastIndex(where: { !isOWS($0) })!
-    return String(text[first...last])
+    guard let first = firstIndex(where: { !isOWS($0) }) else { return "" }
+    let last = lastIndex(where: { !isOWS($0) })!
+    return String(self[first...last])
   }
 }

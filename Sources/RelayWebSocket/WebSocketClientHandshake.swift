@@ -61,7 +61,7 @@ public enum WebSocketClientHandshake {
         return .refused(status: 0, reason: "bad header")
       }
       headers.append(
-        (String(line[..<colon]), HTTPRequestHead.trimmed(line[line.index(after: colon)...])))
+        (String(line[..<colon]), line[line.index(after: colon)...].trimmingSpaces()))
     }
     let head = HTTPRequestHead(method: "", target: "/", versionMinor: 1, headers: headers)
     if let problem = problem(head, key: key, offered: offeredSubprotocols, sha1: sha1) {

@@ -3,6 +3,8 @@
 // (BotBehaviours.swift) and calls (BotCalls.swift) extend it.
 
 import EventLoop
+import RelayProtocol
+import RelayWebSocket
 
 final class Bot {
   enum Phase: Equatable {
@@ -184,7 +186,7 @@ final class Bot {
     }
     if phase == .ready { ctx.stats.ready -= 1 }
     phase = .leaving
-    conn.close(code: 1000)
+    conn.close(code: CloseCode.normal)
   }
 
   // MARK: sending
@@ -258,8 +260,8 @@ final class Bot {
       if m.kind == .message || (wire == .broadcast && m.kind == nil) { stats.messageLayoutMisses += 1 }
       if fastPath(m, bytes, at: receivedNs) { return }
     }
-    let ev: Json
-    do { ev = try JsonParser.parse(Array(bytes)) } catch {
+    let ev: JSONValue
+    do { ev = try JSONParser.parse(Array(bytes)) } catch {
       ctx.checker.fail(.connection, "\(uid): unparsable message: \(error)")
       return
     }
@@ -311,18 +313,18 @@ final class Bot {
     }
   }
 
-  private func dispatch(_ ev: Json) {
-    guard let type = ev["type"]?.string else {
+  private func dispatch(_ ev: JSONValue) {
+    guard let type = ev["type"]?.stringValue else {
       ctx.checker.fail(.connection, "\(uid): message without type")
       return
     }
-    if let seq = ev["seq"]?.int, ev["session"]?.string != nil, isSessionEvent(type) {
-      guard ev["session"]?.string == session else {
-        ctx.checker.fail(.seqContinuity, "\(uid): event for foreign session \(ev["session"]?.string ?? "")")
+    if let seq = ev["seq"]?.int, ev["session"]?.stringValue != nil, isSessionEvent(type) {
+      guard ev["session"]?.stringValue == session else {
+        ctx.checker.fail(.seqContinuity, "\(uid): event for foreign session \(ev["session"]?.stringValue ?? "")")
         return
       }
       if view.advance(seq: seq, type: type, uid: uid, checker: ctx.checker) {
-        let subject = ev["uid"]?.string ?? ev["participant"]?["uid"]?.string ?? ""
+        let subject = ev["uid"]?.stringValue ?? ev["participant"]?["uid"]?.stringValue ?? ""
         let kind = EventKind(rawValue: type) ?? .other
         view.apply(kind, subject: subject, raisedAt: ev["raisedAt"]?.double ?? 0, me: uid, checker: ctx.checker)
         sessionEvent(type: type, seq: seq, ev)
@@ -336,22 +338,22 @@ final class Bot {
     type == "message" || type.hasPrefix("hand") || type.hasPrefix("participant.")
   }
 
-  private func sessionEvent(type: String, seq: Int, _ ev: Json) {
+  private func sessionEvent(type: String, seq: Int, _ ev: JSONValue) {
     switch type {
     case "message": receivedMessage(seq: seq, ev)
-    case "hand.raised", "hand.lowered": timeHandEvent(seq: seq, subject: ev["uid"]?.string ?? "")
+    case "hand.raised", "hand.lowered": timeHandEvent(seq: seq, subject: ev["uid"]?.stringValue ?? "")
     default: break
     }
   }
 
-  private func personalEvent(type: String, _ ev: Json) {
+  private func personalEvent(type: String, _ ev: JSONValue) {
     switch type {
     case "ok", "error": reply(type: type, ev)
     case "welcome": welcomed(ev)
     case "session.joined": joined(ev)
     case "session.resumed": resumedSession(ev)
     case "session.left": leftSession(ev)
-    case "pong": if let re = ev["re"]?.string, let id = Int(re) { pending.removeValue(forKey: id) }
+    case "pong": if let re = ev["re"]?.stringValue, let id = Int(re) { pending.removeValue(forKey: id) }
     case "session.idle_warning", "session.timed_out": ctx.checker.note("a session idled (\(type))")
     default:
       if type.hasPrefix("call.") { callEvent(type: type, ev) }

@@ -1,6 +1,7 @@
 // Ringing (PROTOCOL.md §9): a bot places calls to members of its session and
 // answers incoming ones according to the scenario's answer mix. Every
 // terminal outcome goes to the call ledger, which checks "exactly one".
+import RelayProtocol
 
 extension Bot {
   /// Places a call to `count` random other members; skipped when the relay
@@ -39,9 +40,9 @@ extension Bot {
     }
   }
 
-  func callEvent(type: String, _ ev: Json) {
-    guard let callId = ev["callId"]?.string else { return }
-    let subject = ev["uid"]?.string ?? ""
+  func callEvent(type: String, _ ev: JSONValue) {
+    guard let callId = ev["callId"]?.stringValue else { return }
+    let subject = ev["uid"]?.stringValue ?? ""
     let ledger = ctx.calls
     switch type {
     case "call.incoming":
@@ -59,7 +60,7 @@ extension Bot {
     case "call.unanswered":
       ledger.callerOutcome(callId: callId, callee: subject, "unanswered", checker: ctx.checker)
     case "call.cancelled":
-      let reason = ev["reason"]?.string ?? ""
+      let reason = ev["reason"]?.stringValue ?? ""
       ledger.calleeOutcome(
         callId: callId, callee: uid, reason == "unanswered" ? "unanswered" : "cancelled", checker: ctx.checker)
     default: break  // call.ringing, call.offline, call.ended: not terminal per callee

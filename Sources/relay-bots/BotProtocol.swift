@@ -2,27 +2,28 @@
 // (PROTOCOL.md §2, §4, §6, §8), and to messages of either protocol.
 
 import EventLoop
+import RelayProtocol
 
 extension Bot {
   // MARK: replies
 
-  func reply(type: String, _ ev: Json) {
-    guard let re = ev["re"]?.string, let id = Int(re), let p = pending.removeValue(forKey: id) else {
+  func reply(type: String, _ ev: JSONValue) {
+    guard let re = ev["re"]?.stringValue, let id = Int(re), let p = pending.removeValue(forKey: id) else {
       if type == "error" {
-        let code = ev["code"]?.string ?? "?"
-        ctx.unexpectedError(code: code, command: "(no id)", uid: uid, message: ev["message"]?.string ?? "")
+        let code = ev["code"]?.stringValue ?? "?"
+        ctx.unexpectedError(code: code, command: "(no id)", uid: uid, message: ev["message"]?.stringValue ?? "")
       }
       return
     }
     ctx.stats.reply.record(ns: Loop.hrtimeNs() &- p.sentNs)
-    if type == "ok" { succeeded(p.kind, ev) } else { failed(p.kind, code: ev["code"]?.string ?? "?", ev) }
+    if type == "ok" { succeeded(p.kind, ev) } else { failed(p.kind, code: ev["code"]?.stringValue ?? "?", ev) }
   }
 
-  private func succeeded(_ kind: CommandKind, _ ev: Json) {
+  private func succeeded(_ kind: CommandKind, _ ev: JSONValue) {
     switch kind {
     case .message: ctx.stats.messagesAcked += 1
     case .callInitiate(let callees):
-      guard let callId = ev["callId"]?.string else { return }
+      guard let callId = ev["callId"]?.stringValue else { return }
       ctx.calls.started(callId: callId, caller: uid, callees: callees)
       callPlaced(callId)
     case .callCancel(let callId): ctx.calls.cancelledByCaller(callId: callId)
@@ -33,12 +34,12 @@ extension Bot {
     }
   }
 
-  private func failed(_ kind: CommandKind, code: String, _ ev: Json) {
+  private func failed(_ kind: CommandKind, code: String, _ ev: JSONValue) {
     switch kind {
     case .callInitiate, .callAccept, .callReject, .callCancel, .callEnd:
       // Ringing not built: `unknown_type` per §2, or the relay's interim
       // `internal` "not available" answer. Skip calls, do not fail the run.
-      let message = ev["message"]?.string ?? ""
+      let message = ev["message"]?.stringValue ?? ""
       if code == "unknown_type" || (code == "internal" && message.contains("not available")) {
         ctx.disableRinging()
         return
@@ -50,22 +51,22 @@ extension Bot {
       if code == "rate_limited" { inflight = max(0, inflight - 1) }
     default: break
     }
-    ctx.unexpectedError(code: code, command: kind.name, uid: uid, message: ev["message"]?.string ?? "")
+    ctx.unexpectedError(code: code, command: kind.name, uid: uid, message: ev["message"]?.stringValue ?? "")
   }
 
   // MARK: lifecycle events
 
-  func welcomed(_ ev: Json) {
-    if let re = ev["re"]?.string, let id = Int(re), let p = pending.removeValue(forKey: id) {
+  func welcomed(_ ev: JSONValue) {
+    if let re = ev["re"]?.stringValue, let id = Int(re), let p = pending.removeValue(forKey: id) {
       ctx.stats.reply.record(ns: Loop.hrtimeNs() &- p.sentNs)
     }
-    resumeToken = ev["resumeToken"]?.string
+    resumeToken = ev["resumeToken"]?.stringValue
     phase = .ready
     ctx.stats.ready += 1
     previousConn?.abandon()
     previousConn = nil
     if let hb = ev["heartbeat"]?["timeout"]?.int { ctx.heartbeatTimeoutMs = hb }
-    let resumed = ev["resumed"]?.bool ?? false
+    let resumed = ev["resumed"]?.boolValue ?? false
     if resuming {
       ctx.stats.resumes += 1
       if resumed { ctx.stats.resumedTrue += 1 }
@@ -83,10 +84,10 @@ extension Bot {
     if !leftOnPurpose { sendJoin() }
   }
 
-  func joined(_ ev: Json) {
-    guard ev["session"]?.string == session else { return }
+  func joined(_ ev: JSONValue) {
+    guard ev["session"]?.stringValue == session else { return }
     let fresh = !view.member
-    if !fresh, ev["recovered"]?.bool == false {
+    if !fresh, ev["recovered"]?.boolValue == false {
       ctx.checker.note("resume fell back to a fresh snapshot (recovered: false)")
     }
     view.applySnapshot(ev, checker: ctx.checker)
@@ -95,7 +96,7 @@ extension Bot {
   }
 
   /// §8: `session.resumed.seq` is the last session event the replay included.
-  func resumedSession(_ ev: Json) {
+  func resumedSession(_ ev: JSONValue) {
     let seq = ev["seq"]?.int ?? -1
     ctx.checker.expect(
       seq == view.lastSeq, .resume, "\(uid): session.resumed seq \(seq) but replay ended at \(view.lastSeq)")
@@ -103,8 +104,8 @@ extension Bot {
     engine.botBecameReady(self)
   }
 
-  func leftSession(_ ev: Json) {
-    let reason = ev["reason"]?.string ?? "?"
+  func leftSession(_ ev: JSONValue) {
+    let reason = ev["reason"]?.stringValue ?? "?"
     view.closeInterval()
     if reason != "left" || !leftOnPurpose {
       ctx.checker.fail(.connection, "\(uid): unexpected session.left (\(reason))")
@@ -114,13 +115,13 @@ extension Bot {
   // MARK: messages and hand events
 
   /// §7a message event: one delivery, timed from the embedded send stamp.
-  func receivedMessage(seq: Int, _ ev: Json) {
+  func receivedMessage(seq: Int, _ ev: JSONValue) {
     ledger.seqs.insert(seq)
     view.messagesReceived += 1
-    countDelivery(data: ev["data"], from: ev["from"]?.string)
+    countDelivery(data: ev["data"], from: ev["from"]?.stringValue)
   }
 
-  func countDelivery(data: Json?, from: String?) {
+  func countDelivery(data: JSONValue?, from: String?) {
     let t = data?["t"]?.double
     countDelivery(
       sentNs: t.flatMap { $0 > 0 ? UInt64(exactly: $0.rounded()) : nil }, fromMe: from == uid, at: Loop.hrtimeNs())
@@ -151,7 +152,7 @@ extension Bot {
   }
 
   /// Broadcast peers echo our frame verbatim: `{"from", "data": {"t", "n"}}`.
-  func receivedBroadcast(_ ev: Json) {
-    countDelivery(data: ev["data"], from: ev["from"]?.string)
+  func receivedBroadcast(_ ev: JSONValue) {
+    countDelivery(data: ev["data"], from: ev["from"]?.stringValue)
   }
 }

@@ -1,6 +1,7 @@
 // Correctness checks every bot applies to what it receives (PROTOCOL.md §2,
 // §5, §7, §7a, §8, §9). Failures are tallied by check name with a few sample
 // details; any failure makes the run exit non-zero.
+import RelayProtocol
 
 /// The checks a run reports, in report order.
 enum CheckName: String, CaseIterable {
@@ -59,14 +60,14 @@ final class Checker {
 
   func note(_ text: String) { if !notes.contains(text) { notes.append(text) } }
 
-  var json: Json {
-    .object(
+  var json: JSONValue {
+    .fields(
       CheckName.allCases.map { c in
         (
           c.rawValue,
-          .object([
-            ("checked", .number(Double(checked(c)))),
-            ("failures", .number(Double(failures(c)))),
+          .fields([
+            ("checked", .num(Double(checked(c)))),
+            ("failures", .num(Double(failures(c)))),
             ("samples", .array((samples[c] ?? []).map { .string($0) })),
           ])
         )
@@ -93,17 +94,17 @@ struct SessionView {
   init(session: String) { self.session = session }
 
   /// A `session.joined` snapshot (fresh join or `recovered: false`).
-  mutating func applySnapshot(_ ev: Json, checker: Checker) {
+  mutating func applySnapshot(_ ev: JSONValue, checker: Checker) {
     closeInterval()
     let seq = ev["seq"]?.int ?? 0
     member = true
     lastSeq = seq
     intervalStart = seq
-    hands = HandQueue((ev["hands"]?.array ?? []).compactMap { $0["uid"]?.string })
-    lastRaisedAt = ev["hands"]?.array?.last?["raisedAt"]?.double ?? 0
+    hands = HandQueue((ev["hands"]?.arrayValue ?? []).compactMap { $0["uid"]?.stringValue })
+    lastRaisedAt = ev["hands"]?.arrayValue?.last?["raisedAt"]?.double ?? 0
     lost = Set(
-      (ev["participants"]?.array ?? []).filter { $0["status"]?.string == "lost" }
-        .compactMap { $0["uid"]?.string })
+      (ev["participants"]?.arrayValue ?? []).filter { $0["status"]?.stringValue == "lost" }
+        .compactMap { $0["uid"]?.stringValue })
   }
 
   /// Ends membership (left, removed, replaced, gone for good).

@@ -121,7 +121,7 @@ enum RunCommand {
     let report = Report(ctx: ctx, engine: engine, botCount: botCount)
     print(report.table)
     if let jsonPath {
-      let text = JsonWriter.render(report.json) + "\n"
+      let text = String(decoding: report.json.encoded(), as: UTF8.self) + "\n"
       try text.write(toFile: jsonPath, atomically: true, encoding: .utf8)
     }
     loop.close()

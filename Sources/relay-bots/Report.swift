@@ -1,5 +1,6 @@
 // The final report: a table on stdout and, with `--json FILE`, every figure
 // as one JSON object (Benchmarks/run.sh and the integration test read it).
+import RelayProtocol
 
 struct Report {
   let ctx: RunContext
@@ -10,11 +11,11 @@ struct Report {
     Double(max(1, engine.runEndMs - engine.runStartMs)) / 1_000
   }
 
-  var json: Json {
+  var json: JSONValue {
     let s = ctx.stats
     let e = engine.outcome
-    let num = { (v: Int) in Json.number(Double(v)) }
-    return .object([
+    let num = { (v: Int) in JSONValue.num(Double(v)) }
+    return .fields([
       ("scenario", .string(ctx.scenario.name)),
       ("protocol", .string(ctx.options.wire.rawValue)),
       ("url", .string("ws://\(ctx.options.url.host):\(ctx.options.url.port)\(ctx.options.url.path)")),
@@ -28,8 +29,8 @@ struct Report {
       ("messagesAcked", num(s.messagesAcked)),
       ("deliveriesExpected", num(e.deliveriesExpected)),
       ("deliveriesReceived", num(e.deliveriesReceived)),
-      ("deliveriesPerSecond", .number((Double(s.deliveries) / runSeconds).rounded())),
-      ("peakDeliveriesPerSecond", .number(s.peakDeliveriesPerSecond.rounded())),
+      ("deliveriesPerSecond", .num((Double(s.deliveries) / runSeconds).rounded())),
+      ("peakDeliveriesPerSecond", .num(s.peakDeliveriesPerSecond.rounded())),
       ("handCommands", num(s.handCommands)),
       ("callsStarted", num(s.callsStarted)),
       ("callsResolved", num(e.callsResolved)),

@@ -4,6 +4,7 @@
 // scenario fails loudly instead of silently running something else.
 
 import Foundation
+import RelayProtocol
 
 /// Who connects: `sessions` × `members` bots, the first `hosts` of each session
 /// with role "host". A bot belongs to exactly one session.
@@ -72,14 +73,14 @@ extension Scenario {
   static func load(nameOrPath: String) throws -> Scenario {
     let url = try ScenarioLocator.resolve(nameOrPath)
     let data = try Data(contentsOf: url)
-    let json: Json
-    do { json = try JsonParser.parse(Array(data)) } catch {
+    let json: JSONValue
+    do { json = try JSONParser.parse(Array(data)) } catch {
       throw ScenarioError(description: "\(url.path): \(error)")
     }
     return try decode(json, fallbackName: url.deletingPathExtension().lastPathComponent)
   }
 
-  static func decode(_ json: Json, fallbackName: String) throws -> Scenario {
+  static func decode(_ json: JSONValue, fallbackName: String) throws -> Scenario {
     guard let members = json.objectMembers else { throw ScenarioError(description: "not an object") }
     let known: Set<String> = [
       "name", "description", "durationMs", "quietMs", "rampPerSecond", "population",
@@ -89,10 +90,10 @@ extension Scenario {
       throw ScenarioError(description: "unknown scenario field '\(k)'")
     }
     let pop = try decodePopulation(json["population"])
-    let behaviours = try (json["behaviours"]?.array ?? []).map(decodeBehaviour)
+    let behaviours = try (json["behaviours"]?.arrayValue ?? []).map(decodeBehaviour)
     return Scenario(
-      name: json["name"]?.string ?? fallbackName,
-      description: json["description"]?.string ?? "",
+      name: json["name"]?.stringValue ?? fallbackName,
+      description: json["description"]?.stringValue ?? "",
       durationMs: json["durationMs"]?.int ?? 5_000,
       quietMs: json["quietMs"]?.int ?? 1_000,
       rampPerSecond: json["rampPerSecond"]?.double ?? 500,
@@ -101,11 +102,11 @@ extension Scenario {
       graceMs: json["graceMs"]?.int ?? 30_000,
       backgroundGraceMs: json["backgroundGraceMs"]?.int ?? 120_000,
       behaviours: behaviours,
-      allowedErrors: Set((json["allowedErrors"]?.array ?? []).compactMap(\.string)),
-      relayFlags: (json["relayFlags"]?.array ?? []).compactMap(\.string))
+      allowedErrors: Set((json["allowedErrors"]?.arrayValue ?? []).compactMap(\.stringValue)),
+      relayFlags: (json["relayFlags"]?.arrayValue ?? []).compactMap(\.stringValue))
   }
 
-  private static func decodePopulation(_ json: Json?) throws -> Population {
+  private static func decodePopulation(_ json: JSONValue?) throws -> Population {
     guard let json else { throw ScenarioError(description: "missing 'population'") }
     let sessions = json["sessions"]?.int ?? 1
     let members = json["members"]?.int ?? 2
@@ -114,11 +115,11 @@ extension Scenario {
     }
     return Population(
       sessions: sessions, members: members, hosts: json["hosts"]?.int ?? 0,
-      sessionPrefix: json["sessionPrefix"]?.string ?? "s")
+      sessionPrefix: json["sessionPrefix"]?.stringValue ?? "s")
   }
 
-  private static func decodeBehaviour(_ json: Json) throws -> Behaviour {
-    guard let kindName = json["kind"]?.string, let kind = Behaviour.Kind(rawValue: kindName) else {
+  private static func decodeBehaviour(_ json: JSONValue) throws -> Behaviour {
+    guard let kindName = json["kind"]?.stringValue, let kind = Behaviour.Kind(rawValue: kindName) else {
       let names = Behaviour.Kind.allCases.map(\.rawValue).joined(separator: ", ")
       throw ScenarioError(description: "behaviour needs a 'kind' among: \(names)")
     }
@@ -128,7 +129,7 @@ extension Scenario {
       kind: kind,
       perSecond: json["perSecond"]?.double ?? 1,
       afterMs: json["afterMs"]?.int ?? 1_000,
-      afterGrace: json["afterGrace"]?.bool ?? false,
+      afterGrace: json["afterGrace"]?.boolValue ?? false,
       callees: json["callees"]?.int ?? 1,
       mix: mix.isEmpty ? ["accept": 1] : mix,
       talkMs: json["talkMs"]?.int ?? 1_000,
@@ -180,7 +181,7 @@ enum ScenarioLocator {
       return files.filter { $0.hasSuffix(".json") }.sorted().map { file in
         let name = String(file.dropLast(5))
         let text = (try? Data(contentsOf: dir.appendingPathComponent(file))).map { Array($0) } ?? []
-        let desc = (try? JsonParser.parse(text))?["description"]?.string ?? ""
+        let desc = (try? JSONParser.parse(text))?["description"]?.stringValue ?? ""
         return (name, desc)
       }
     }

@@ -2,6 +2,7 @@
 // progress line. Everything is touched from the single loop thread only.
 
 import Histogram
+import RelayProtocol
 
 /// Latencies in microseconds, 1 µs … 60 s at three significant digits.
 struct LatencyHistogram {
@@ -19,15 +20,15 @@ struct LatencyHistogram {
     count == 0 ? 0 : histogram.valueAtPercentile(p)
   }
 
-  var summary: Json {
-    .object([
-      ("count", .number(Double(count))),
-      ("p50", .number(Double(percentile(50)))),
-      ("p90", .number(Double(percentile(90)))),
-      ("p99", .number(Double(percentile(99)))),
-      ("p999", .number(Double(percentile(99.9)))),
-      ("max", .number(Double(count == 0 ? 0 : histogram.max))),
-      ("mean", .number(count == 0 ? 0 : (histogram.mean * 10).rounded() / 10)),
+  var summary: JSONValue {
+    .fields([
+      ("count", .num(Double(count))),
+      ("p50", .num(Double(percentile(50)))),
+      ("p90", .num(Double(percentile(90)))),
+      ("p99", .num(Double(percentile(99)))),
+      ("p999", .num(Double(percentile(99.9)))),
+      ("max", .num(Double(count == 0 ? 0 : histogram.max))),
+      ("mean", .num(count == 0 ? 0 : (histogram.mean * 10).rounded() / 10)),
     ])
   }
 }
@@ -35,8 +36,8 @@ struct LatencyHistogram {
 /// Run-wide counters. Rates in the progress line are deltas between samples.
 ///
 /// `@exclusivity(unchecked)` on the counters touched per delivery: the
-/// runtime's dynamic exclusivity bookkeeping cost more than the increments
-/// themselves (callgrind), and every access here is a plain read-modify-write
+/// runtime's dynamic exclusivity bookkeeping costs more than the increments
+/// themselves, and every access here is a plain read-modify-write
 /// on the single loop thread that never overlaps another access to it.
 final class Stats {
   var connectsStarted = 0

@@ -18,11 +18,13 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("admin-key"), help: "Bearer key of the admin API.") var adminKey: String?
   @Option(name: .customLong("max-message-bytes")) var maxMessageBytes: Int?
   @Option(name: .customLong("max-outbound-bytes")) var maxOutboundBytes: Int?
+  @Option(name: .customLong("outbound-budget-bytes"), help: "bytes queued for all connections") var outboundBudgetBytes: Int?
   @Option(name: .customLong("drain-timeout"), help: "ms") var drainTimeout: Int?
   @Option(name: .customLong("max-participants")) var maxParticipants: Int?
   @Option(name: .customLong("max-sessions-per-connection")) var maxSessionsPerConnection: Int?
   @Option(name: .customLong("max-bad-messages")) var maxBadMessages: Int?
   @Option(name: .customLong("message-rate"), help: "message.send per participant per 1000 ms") var messageRate: Int?
+  @Option(name: .customLong("join-rate"), help: "session.join + session.leave per connection per 10000 ms") var joinRate: Int?
   @Option(name: .customLong("heartbeat-interval"), help: "ms") var heartbeatInterval: Int?
   @Option(name: .customLong("heartbeat-timeout"), help: "ms") var heartbeatTimeout: Int?
   @Option(help: "ms") var grace: Int?
@@ -30,6 +32,10 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("idle-timeout"), help: "ms") var idleTimeout: Int?
   @Option(name: .customLong("replay-events")) var replayEvents: Int?
   @Option(name: .customLong("replay-age"), help: "ms") var replayAge: Int?
+  @Option(name: .customLong("replay-bytes"), help: "bytes of kept events per session") var replayBytes: Int?
+  @Option(name: .customLong("replay-budget-bytes"), help: "bytes of kept events of all sessions") var replayBudgetBytes: Int?
+  @Option(name: .customLong("max-ended-calls"), help: "finished calls kept for idempotent repeats") var maxEndedCalls: Int?
+  @Option(name: .customLong("max-ended-call-bytes"), help: "bytes of finished calls kept") var maxEndedCallBytes: Int?
   @Option(name: .customLong("ring-timeout"), help: "ms") var ringTimeout: Int?
   @Option(name: .customLong("hello-timeout"), help: "ms") var helloTimeout: Int?
   @Option(name: .customLong("webhook-url")) var webhookURL: String?

@@ -22,22 +22,34 @@ extension Serve {
       }
       return try Env.int(flag)
     }
+    // Durations are added to clock readings: bounded so that no sum can overflow.
+    func pickMs(_ v: Int?, _ flag: String) throws -> Int64? {
+      guard let ms = try pick(v, flag) else { return nil }
+      guard (0...Self.maxDurationMs).contains(ms) else { throw ValidationError("--\(flag) must be 0...\(Self.maxDurationMs) ms") }
+      return Int64(ms)
+    }
     if let v = try pick(maxMessageBytes, "max-message-bytes") { c.maxMessageBytes = v; core.maxMessageBytes = v }
     if let v = try pick(maxOutboundBytes, "max-outbound-bytes") { c.maxOutboundBytes = v }
-    if let v = try pick(drainTimeout, "drain-timeout") { c.drainTimeoutMs = Int64(v) }
+    if let v = try pick(outboundBudgetBytes, "outbound-budget-bytes") { c.outboundBudgetBytes = v }
+    if let v = try pickMs(drainTimeout, "drain-timeout") { c.drainTimeoutMs = v }
     if let v = try pick(maxParticipants, "max-participants") { core.maxParticipants = v }
     if let v = try pick(maxSessionsPerConnection, "max-sessions-per-connection") { core.maxSessionsPerConnection = v }
     if let v = try pick(maxBadMessages, "max-bad-messages") { core.maxBadMessages = v }
     if let v = try pick(messageRate, "message-rate") { core.messageRate = v }
-    if let v = try pick(heartbeatInterval, "heartbeat-interval") { core.heartbeatIntervalMs = Int64(v) }
-    if let v = try pick(heartbeatTimeout, "heartbeat-timeout") { core.heartbeatTimeoutMs = Int64(v) }
-    if let v = try pick(grace, "grace") { core.graceMs = Int64(v) }
-    if let v = try pick(backgroundGrace, "background-grace") { core.backgroundGraceMs = Int64(v) }
-    if let v = try pick(idleTimeout, "idle-timeout") { core.idleTimeoutMs = Int64(v) }
+    if let v = try pick(joinRate, "join-rate") { core.joinRate = v }
+    if let v = try pickMs(heartbeatInterval, "heartbeat-interval") { core.heartbeatIntervalMs = v }
+    if let v = try pickMs(heartbeatTimeout, "heartbeat-timeout") { core.heartbeatTimeoutMs = v }
+    if let v = try pickMs(grace, "grace") { core.graceMs = v }
+    if let v = try pickMs(backgroundGrace, "background-grace") { core.backgroundGraceMs = v }
+    if let v = try pickMs(idleTimeout, "idle-timeout") { core.idleTimeoutMs = v }
     if let v = try pick(replayEvents, "replay-events") { core.replayEvents = v }
-    if let v = try pick(replayAge, "replay-age") { core.replayAgeMs = Int64(v) }
-    if let v = try pick(ringTimeout, "ring-timeout") { core.ringTimeoutMs = Int64(v) }
-    if let v = try pick(helloTimeout, "hello-timeout") { core.helloTimeoutMs = Int64(v) }
+    if let v = try pickMs(replayAge, "replay-age") { core.replayAgeMs = v }
+    if let v = try pick(replayBytes, "replay-bytes") { core.replayBytes = v }
+    if let v = try pick(replayBudgetBytes, "replay-budget-bytes") { core.replayBudgetBytes = v }
+    if let v = try pick(maxEndedCalls, "max-ended-calls") { core.maxEndedCalls = v }
+    if let v = try pick(maxEndedCallBytes, "max-ended-call-bytes") { core.maxEndedCallBytes = v }
+    if let v = try pickMs(ringTimeout, "ring-timeout") { core.ringTimeoutMs = v }
+    if let v = try pickMs(helloTimeout, "hello-timeout") { core.helloTimeoutMs = v }
     core.devMode = c.secret == nil
     core.serverVersion = RelayVersion.string
     c.core = core
@@ -56,6 +68,11 @@ extension Serve {
     if host == "localhost" { host = "127.0.0.1" }
     return (host, port)
   }
+}
+
+extension Serve {
+  /// The longest duration a flag may set: ten years.
+  static let maxDurationMs = 315_360_000_000
 }
 
 enum RelayVersion {

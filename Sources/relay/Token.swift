@@ -2,6 +2,7 @@ import ArgumentParser
 import EventLoop
 import RelayProtocol
 import RelayServer
+import RelayWebSocket
 
 /// `relay token`: prints a signed HS256 token for operators and bots.
 struct Token: ParsableCommand {
@@ -22,8 +23,8 @@ struct Token: ParsableCommand {
       guard let r = Role(rawValue: role) else { throw ValidationError("--role must be host or participant") }
       parsedRole = r
     }
-    guard ttl > 0 else { throw ValidationError("--ttl must be positive (ms)") }
-    let list = sessions.map { $0.split(separator: ",").map { String($0).trimmingSpaces() } }
+    guard (1...Tokens.maxTTLMs).contains(ttl) else { throw ValidationError("--\(Tokens.ttlRule)") }
+    let list = sessions.map { $0.split(separator: ",").map { $0.trimmingSpaces() } }
     print(Tokens.mint(
       secret: secret, sub: sub, name: name, avatar: avatar, sessions: list, role: parsedRole,
       ttlMs: ttl, nowWallMs: Loop.wallClockMs()))

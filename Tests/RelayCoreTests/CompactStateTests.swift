@@ -1,4 +1,4 @@
-// The compact structures behind the core's memory per member (issue 6) and its
+// The compact structures behind the core's memory per member and its
 // heartbeat wheel, each against a plain model: resume tokens packed losslessly, the
 // reference table as map and as order-keeping multimap, the inline small list, and the
 // two deadline lanes firing in one (time, scheduling order) sequence.

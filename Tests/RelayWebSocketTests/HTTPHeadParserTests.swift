@@ -198,3 +198,19 @@ func head(_ result: HTTPHeadParseResult) -> HTTPRequestHead? {
     #expect(String(decoding: noBody, as: UTF8.self) == "HTTP/1.1 204 No Content\r\n\r\n")
   }
 }
+
+@Suite struct ContentLengthTests {
+  static func head(_ values: [String]) -> HTTPRequestHead {
+    HTTPRequestHead(method: "POST", target: "/", versionMinor: 1, headers: values.map { ("Content-Length", $0) })
+  }
+
+  @Test func digitsOnlyOnceAndInRange() {
+    #expect(Self.head([]).contentLength == 0)
+    #expect(Self.head(["12"]).contentLength == 12)
+    #expect(Self.head(["999999999999999999"]).contentLength == 999_999_999_999_999_999)
+    for bad in ["+5", "-1", "1 2", "", "0x10", "9223372036854775808", "99999999999999999999999", "1.0"] {
+      #expect(Self.head([bad]).contentLength == nil, "\(bad)")
+    }
+    #expect(Self.head(["5", "5"]).contentLength == nil)  // repeated: smuggling ground
+  }
+}

@@ -232,6 +232,37 @@ def test_token_minting_is_401_in_dev_mode(relay_factory):
     assert http("POST", r.http + "/v1/tokens", {"sub": "x"}, key=ADMIN)[0] == 401
 
 
+BAD_TTLS = ["9223372036854775807", "9223372036854775808", "1.5", "1e308", "1e3", "0", "-5", "315360000001", '"60000"', "null"]
+
+
+@pytest.mark.parametrize("ttl", BAD_TTLS)
+def test_token_ttl_out_of_range_is_400_and_the_relay_lives(token_relay, ttl):
+    """§10: arithmetic on input never traps; a ttl that is not an integer in range is a 400."""
+    req = urllib.request.Request(token_relay.http + "/v1/tokens", data=('{"sub":"a","ttl":%s}' % ttl).encode(), method="POST")
+    req.add_header("Authorization", f"Bearer {ADMIN}")
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            status = r.status
+    except HTTPError as e:
+        status, body = e.code, json.loads(e.read())
+        assert body["error"] == "bad_request"
+    assert status == 400
+    assert http("GET", token_relay.http + "/healthz")[0] == 200
+    assert token_relay.proc.poll() is None
+
+
+def test_token_ttl_at_the_limit_is_minted(token_relay):
+    status, body = http("POST", token_relay.http + "/v1/tokens", {"sub": "a", "ttl": 315360000000}, key=ADMIN)
+    assert status == 200 and json.loads(body)["token"].count(".") == 2
+
+
+@pytest.mark.parametrize("ttl", ["9223372036854775807", "9223372036854775808", "1.5", "0", "315360000001"])
+def test_relay_token_refuses_a_ttl_out_of_range(ttl):
+    proc = subprocess.run([relay_binary(), "token", "--secret", SECRET, "--sub", "a", "--ttl", ttl], capture_output=True, timeout=20)
+    assert proc.returncode not in (0, 132, -4), proc.returncode  # a usage error, not SIGILL
+    assert b"ttl" in proc.stderr.lower() and proc.stdout == b""
+
+
 def test_relay_token_command_mints_a_verifiable_token():
     out = subprocess.run(
         [relay_binary(), "token", "--secret", SECRET, "--sub", "dave", "--name", "Dave", "--sessions", "a,b", "--role", "host", "--ttl", "60000"],

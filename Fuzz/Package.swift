@@ -1,0 +1,24 @@
+// swift-tools-version:6.0
+// libFuzzer targets for the relay's parsers of untrusted bytes (DESIGN.md, "Tests,
+// fastest first"). A nested package so the main build never sees -sanitize=fuzzer:
+// the pure modules are the root package's own sources, reached through symlinks,
+// instrumented for coverage and AddressSanitizer.
+// Build and run with `make fuzz` / `make fuzz-smoke` (scripts/fuzz.sh).
+import PackageDescription
+
+let instrumented: [SwiftSetting] = [.unsafeFlags(["-sanitize=fuzzer,address"])]
+let link: [LinkerSetting] = [.unsafeFlags(["-sanitize=fuzzer,address", "-use-ld=lld"])]
+
+let package = Package(
+  name: "RelayFuzz",
+  targets: [
+    .target(name: "RelayWebSocket", swiftSettings: instrumented),
+    .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: instrumented),
+    .target(name: "FuzzDriver"),
+    .executableTarget(name: "FuzzFrames", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
+    .executableTarget(name: "FuzzHTTPHead", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
+    .executableTarget(name: "FuzzJSON", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
+    .executableTarget(name: "FuzzCommand", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
+    .executableTarget(name: "FuzzJWT", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
+  ]
+)

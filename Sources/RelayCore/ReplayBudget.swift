@@ -1,0 +1,64 @@
+// The process-wide bound on replay memory (§8 resume): every session's log charges its
+// kept events here, and past `maxBytes` the oldest events of all sessions go first.
+// A resume that needs a dropped event gets a fresh snapshot with `recovered: false`,
+// as the contract allows. Eviction follows recording order, so it is as deterministic
+// as the rest of the core.
+
+/// Replay bytes of all sessions, and the order their events were recorded in.
+final class ReplayBudget {
+  /// `--replay-budget-bytes`; 0 = no process-wide bound.
+  let maxBytes: Int
+  /// Bytes charged by every live session's log.
+  private(set) var bytes = 0
+  /// Events dropped to stay under a byte bound (this one or a log's own).
+  private(set) var evictions: UInt64 = 0
+
+  /// One recorded event: its session (weak: a dropped session's log is gone, and its
+  /// records are then simply stale) and seq.
+  private struct Record {
+    weak var session: Session?
+    let seq: Int64
+  }
+  private var order: [Record] = []
+  private var head = 0
+  /// Live events across all logs: `order` is compacted when mostly stale.
+  private var liveEvents = 0
+
+  init(maxBytes: Int) { self.maxBytes = maxBytes }
+
+  func charge(_ n: Int, events: Int) {
+    bytes += n
+    liveEvents += events
+  }
+
+  func countEviction() { evictions += 1 }
+
+  /// A log recorded an event (its bytes already charged); evicts while over budget.
+  func recorded(_ session: Session, seq: Int64) {
+    guard maxBytes > 0 else { return }
+    order.append(Record(session: session, seq: seq))
+    while bytes > maxBytes, head < order.count {
+      let record = order[head]
+      head += 1
+      guard let owner = record.session, owner.replay.oldestSeq == record.seq else { continue }
+      owner.replay.dropOldestForBudget()
+    }
+    compactIfMostlyStale()
+  }
+
+  /// Records of events a log already dropped by its own bounds stay until passed over;
+  /// rebuild once they outnumber the live ones, so `order` stays O(live events).
+  private func compactIfMostlyStale() {
+    if head > 1_024, head * 2 >= order.count {
+      order.removeFirst(head)
+      head = 0
+    }
+    let kept = order.count - head
+    guard kept > 1_024, kept > 2 * liveEvents else { return }
+    order = order[head...].filter { record in
+      guard let owner = record.session, let oldest = owner.replay.oldestSeq else { return false }
+      return record.seq >= oldest
+    }
+    head = 0
+  }
+}

@@ -1,0 +1,76 @@
+// Outbound memory of the whole process (contract §1): the per-connection cap bounds
+// one reader, this bounds them all. Past `--outbound-budget-bytes` queued and not
+// taken by the kernel, the connections holding the most are closed 4008 first, as
+// slow consumers. Freed memory is then given back to the system: glibc keeps freed
+// pages of a burst (thousands of queues) in RSS unless asked to trim.
+import EventLoop
+import RelayCore
+
+/// The shell's outbound bookkeeping, one per server.
+final class OutboundBudget {
+  /// Slow consumers flushing what was in flight and their close frame, with the time
+  /// they are closed regardless, in arrival order.
+  private(set) var flushing: [(id: ConnectionID, dueMs: Int64)] = []
+
+  func flushing(_ id: ConnectionID, dueMs: Int64) { flushing.append((id, dueMs)) }
+
+  /// Takes out the entries `done` says are finished.
+  func removeFlushing(where done: ((id: ConnectionID, dueMs: Int64)) -> Bool) { flushing.removeAll(where: done) }
+  /// Connections closed because the process-wide budget was exceeded.
+  var budgetCloses: UInt64 = 0
+  /// Heap trims done, and when the last one ran (monotonic ms).
+  var trims: UInt64 = 0
+  var lastTrimMs: Int64 = 0
+}
+
+extension RelayServer {
+  /// Closes the biggest holders until the queued bytes of all connections are within
+  /// the budget again. Ties go to the older connection id, so the choice is stable.
+  func enforceOutboundBudget() {
+    let budget = config.outboundBudgetBytes
+    guard budget > 0, loop.stats.queuedBytes > budget else { return }
+    let holders = connections.values
+      .filter { $0.tcp.acceptsWrites && $0.tcp.queuedBytes > 0 }
+      .sorted { ($0.tcp.queuedBytes, $1.id) > ($1.tcp.queuedBytes, $0.id) }
+    for conn in holders {
+      guard loop.stats.queuedBytes > budget else { break }
+      outbound.budgetCloses += 1
+      slowConsumer(conn)
+    }
+    logger.warning("outbound budget exceeded", metadata: ["closed": "\(outbound.budgetCloses)", "queued": "\(loop.stats.queuedBytes)"])
+  }
+
+  /// Every sweep: a slow consumer whose close frame has gone to the kernel is shut
+  /// down gracefully (the FIN follows the frame, and its socket is read until it
+  /// ends, so no reset overtakes the frame); one that reads nothing is closed at its
+  /// deadline. Then a large amount of freed heap is returned to the system.
+  func outboundSweep(nowMs: Int64) {
+    if !outbound.flushing.isEmpty {
+      outbound.removeFlushing { entry in
+        guard let conn = connections[entry.id], conn.tcp.acceptsWrites else { return true }
+        if conn.tcp.queuedBytes == 0 {
+          conn.tcp.shutdown()
+        } else if nowMs >= entry.dueMs {
+          conn.tcp.close()
+        } else {
+          return false
+        }
+        return true
+      }
+    }
+    enforceOutboundBudget()  // echo output does not pass through `applyEffects`
+    guard nowMs - outbound.lastTrimMs >= config.heapTrimIntervalMs else { return }
+    guard Loop.heapUsage().freeHeld > config.heapTrimThresholdBytes else { return }
+    outbound.lastTrimMs = nowMs
+    outbound.trims += 1
+    Loop.trimHeap()
+  }
+
+  /// `/metrics` gauges and counters of this file.
+  func refreshOutboundMetrics() {
+    metrics.mirror("relay_outbound_queued_bytes", loop.stats.queuedBytes)
+    metrics.mirror("relay_outbound_budget_bytes", config.outboundBudgetBytes)
+    metrics.mirrorCounter("relay_outbound_budget_closes_total", outbound.budgetCloses)
+    metrics.mirrorCounter("relay_heap_trims_total", outbound.trims)
+  }
+}
