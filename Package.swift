@@ -85,6 +85,7 @@ let package = Package(
     .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayCrypto"]),
     .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"]),
     .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol"]),
+    .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayCrypto"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "RelayCrypto"]),
     .testTarget(

@@ -1,0 +1,45 @@
+#include "relay_tls.h"
+#include <string.h>
+
+static const unsigned char http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+/* RFC 7301 §3.2: the server picks one protocol of the client's list; a client
+   that offers ALPN without http/1.1 gets no ALPN (the handshake goes on). */
+static int select_http11(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                         const unsigned char *in, unsigned int inlen, void *arg) {
+  (void)ssl;
+  (void)arg;
+  unsigned char *selected = NULL;
+  if (SSL_select_next_proto(&selected, outlen, http11, sizeof http11, in, inlen) == OPENSSL_NPN_NEGOTIATED) {
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+int relay_tls_ctx_harden(SSL_CTX *ctx, int server) {
+  if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) return 0;
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  /* TLS 1.2 suites: OpenSSL's defaults less everything without forward secrecy or
+     AEAD; TLS 1.3 suites are all modern and stay at their defaults. */
+  if (SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL:!MD5:!SHA1:!RC4:!3DES") != 1) return 0;
+  if (server) SSL_CTX_set_alpn_select_cb(ctx, select_http11, NULL);
+  return 1;
+}
+
+size_t relay_tls_bio_pending(BIO *bio) { return BIO_pending(bio); }
+
+int relay_tls_set_sni(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_host_name(ssl, name); }
+
+int relay_tls_offer_http11(SSL *ssl) { return SSL_set_alpn_protos(ssl, http11, sizeof http11) == 0; }
+
+size_t relay_tls_alpn_selected(SSL *ssl, char *out, size_t capacity) {
+  const unsigned char *data = NULL;
+  unsigned int length = 0;
+  SSL_get0_alpn_selected(ssl, &data, &length);
+  if (data == NULL || length == 0 || length + 1 > capacity) return 0;
+  memcpy(out, data, length);
+  out[length] = 0;
+  return length;
+}

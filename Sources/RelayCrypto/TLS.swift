@@ -1,0 +1,241 @@
+import COpenSSL
+import CRelayShims
+
+// TLS for the relay's listener (protocol/ §1, `--tls-cert` / `--tls-key`), driven
+// through memory BIOs: OpenSSL never touches a socket. The shell feeds it the bytes
+// it read and writes what it produces, so TLS fits the loop's reads and corked
+// writes like any other codec (DESIGN.md, "Layers": RelayCrypto is the only Swift
+// that touches OpenSSL).
+//
+// Error discipline (OpenSSL's `ERR_*` queue is per thread and sticky): the queue is
+// cleared before every call that can fail and read after every failing one, so a
+// failure is never blamed on the wrong connection.
+
+/// Why a TLS context or connection failed; `label` is short and stable (metrics).
+public struct TLSError: Error, Equatable, CustomStringConvertible {
+  public let label: String
+  public let detail: String
+  public var description: String { detail.isEmpty ? label : "\(label): \(detail)" }
+
+  init(_ label: String, _ detail: String = TLSError.drainQueue()) {
+    self.label = label
+    self.detail = detail
+  }
+
+  /// Empties OpenSSL's error queue into one line.
+  static func drainQueue() -> String {
+    var parts: [String] = []
+    while true {
+      let code = ERR_get_error()
+      if code == 0 { break }
+      var text = [CChar](repeating: 0, count: 256)
+      ERR_error_string_n(code, &text, text.count)
+      parts.append(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+    return parts.joined(separator: "; ")
+  }
+}
+
+/// A configured `SSL_CTX`: TLS 1.2 and 1.3 only, no renegotiation, no compression,
+/// forward-secret AEAD suites, released idle buffers, ALPN `http/1.1`.
+public final class TLSContext: @unchecked Sendable {
+  let ctx: OpaquePointer
+
+  /// A server context from PEM files: `certificateChain` may hold the leaf followed
+  /// by intermediates; the key may be ECDSA or RSA and must match the leaf.
+  public init(certificateChain: String, privateKey: String) throws(TLSError) {
+    ERR_clear_error()
+    guard let ctx = SSL_CTX_new(TLS_server_method()) else { throw TLSError("context") }
+    self.ctx = ctx
+    guard relay_tls_ctx_harden(ctx, 1) == 1 else { throw TLSError("context") }
+    guard SSL_CTX_use_certificate_chain_file(ctx, certificateChain) == 1 else { throw TLSError("certificate") }
+    guard SSL_CTX_use_PrivateKey_file(ctx, privateKey, SSL_FILETYPE_PEM) == 1 else { throw TLSError("private_key") }
+    guard SSL_CTX_check_private_key(ctx) == 1 else { throw TLSError("key_mismatch") }
+  }
+
+  /// A client context (relay-bots, tests): verifies the server against `caFile`
+  /// (the system's store when nil) unless `verify` is false.
+  public init(clientWithCA caFile: String?, verify: Bool = true) throws(TLSError) {
+    ERR_clear_error()
+    guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw TLSError("context") }
+    self.ctx = ctx
+    guard relay_tls_ctx_harden(ctx, 0) == 1 else { throw TLSError("context") }
+    if verify {
+      let loaded = caFile.map { SSL_CTX_load_verify_locations(ctx, $0, nil) } ?? SSL_CTX_set_default_verify_paths(ctx)
+      guard loaded == 1 else { throw TLSError("ca") }
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
+    } else {
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
+    }
+  }
+
+  deinit { SSL_CTX_free(ctx) }
+}
+
+/// One TLS connection over memory BIOs. Not thread-safe: one loop owns it.
+///
+/// Use: `receive` what the socket read (plaintext comes out through the closure),
+/// `seal` plaintext to send, and after either, write `takeOutput()` to the socket.
+public final class TLSConnection {
+  public enum State: Equatable {
+    case handshaking
+    case established
+    /// The peer sent `close_notify`.
+    case closed
+    /// A fatal error: write `takeOutput()` (an alert, if any) and close the socket;
+    /// no `close_notify` after this (RFC 8446 §6.2).
+    case failed(TLSError)
+  }
+
+  private let ssl: OpaquePointer
+  private let input: OpaquePointer
+  private let output: OpaquePointer
+  public private(set) var state = State.handshaking
+  /// Bytes received before the handshake finished, to tell plain HTTP from TLS.
+  private var firstBytes: [UInt8] = []
+
+  /// `serverName`: for a client, the name sent as SNI and verified against the
+  /// certificate; nil for a server.
+  public init(context: TLSContext, serverName: String? = nil, isServer: Bool = true) {
+    ERR_clear_error()
+    guard let ssl = SSL_new(context.ctx), let input = BIO_new(BIO_s_mem()), let output = BIO_new(BIO_s_mem()) else {
+      preconditionFailure("OpenSSL out of memory creating a TLS connection")
+    }
+    self.ssl = ssl
+    self.input = input
+    self.output = output
+    // An empty memory BIO reads as "retry later", not as end of file.
+    BIO_ctrl(input, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
+    BIO_ctrl(output, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
+    SSL_set_bio(ssl, input, output)  // the SSL owns both BIOs from here
+    if isServer {
+      SSL_set_accept_state(ssl)
+    } else {
+      SSL_set_connect_state(ssl)
+      if let serverName {
+        _ = relay_tls_set_sni(ssl, serverName)
+        _ = SSL_set1_host(ssl, serverName)
+      }
+      _ = relay_tls_offer_http11(ssl)
+      drive()  // ClientHello
+    }
+  }
+
+  deinit { SSL_free(ssl) }
+
+  /// The ALPN protocol agreed, if any.
+  public var alpn: String? {
+    var buffer = [CChar](repeating: 0, count: 32)
+    let n = relay_tls_alpn_selected(ssl, &buffer, buffer.count)
+    return n == 0 ? nil : String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+
+  /// The negotiated protocol version (`TLSv1.2`, `TLSv1.3`).
+  public var version: String { String(cString: SSL_get_version(ssl)) }
+
+  /// Feeds bytes read from the socket; `plaintext` gets the application data they
+  /// complete (possibly in several pieces, valid only during the call).
+  public func receive(_ bytes: UnsafeRawBufferPointer, plaintext: (UnsafeRawBufferPointer) -> Void) {
+    guard state == .handshaking || state == .established, bytes.count > 0 else { return }
+    if state == .handshaking, firstBytes.count < 8 { firstBytes.append(contentsOf: bytes.prefix(8 - firstBytes.count)) }
+    var offset = 0
+    while offset < bytes.count {
+      let n = BIO_write(input, bytes.baseAddress! + offset, Int32(clamping: bytes.count - offset))
+      guard n > 0 else { return fail(TLSError("memory")) }
+      offset += Int(n)
+      drive()
+      readPlaintext(plaintext)
+      guard state == .handshaking || state == .established else { return }
+    }
+  }
+
+  /// Encrypts `plaintext` (one batch: consecutive `seal` calls between two
+  /// `takeOutput` calls still make one socket write). False after a failure or close.
+  @discardableResult
+  public func seal(_ plaintext: UnsafeRawBufferPointer) -> Bool {
+    guard state == .established else { return false }
+    guard plaintext.count > 0 else { return true }
+    ERR_clear_error()
+    var written = 0
+    let ok = SSL_write_ex(ssl, plaintext.baseAddress, plaintext.count, &written)
+    guard ok == 1, written == plaintext.count else {
+      fail(TLSError("write"))
+      return false
+    }
+    return true
+  }
+
+  /// Queues `close_notify` (clean close); not after a failure.
+  public func close() {
+    guard state == .established || state == .closed else { return }
+    ERR_clear_error()
+    _ = SSL_shutdown(ssl)
+    ERR_clear_error()
+  }
+
+  /// Bytes OpenSSL produced for the socket since the last call.
+  public func takeOutput() -> [UInt8] {
+    let pending = relay_tls_bio_pending(output)
+    guard pending > 0 else { return [] }
+    var out = [UInt8](repeating: 0, count: pending)
+    let n = out.withUnsafeMutableBytes { BIO_read(output, $0.baseAddress, Int32(clamping: pending)) }
+    return n > 0 ? Array(out.prefix(Int(n))) : []
+  }
+
+  public var hasOutput: Bool { relay_tls_bio_pending(output) > 0 }
+
+  private func drive() {
+    guard state == .handshaking else { return }
+    ERR_clear_error()
+    let r = SSL_do_handshake(ssl)
+    if r == 1 {
+      state = .established
+      firstBytes = []
+      return
+    }
+    let e = SSL_get_error(ssl, r)
+    if e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE { return }
+    fail(classify())
+  }
+
+  private func readPlaintext(_ plaintext: (UnsafeRawBufferPointer) -> Void) {
+    guard state == .established else { return }
+    withUnsafeTemporaryAllocation(byteCount: 16_384, alignment: 1) { buffer in
+      while true {
+        ERR_clear_error()
+        var n = 0
+        let ok = SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &n)
+        if ok == 1 {
+          plaintext(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+          continue
+        }
+        switch SSL_get_error(ssl, 0) {
+        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+          return
+        case SSL_ERROR_ZERO_RETURN:
+          state = .closed
+          return
+        default:
+          return fail(TLSError("read"))
+        }
+      }
+    }
+  }
+
+  /// A handshake failure's label: plain HTTP sent to the TLS port, an old or
+  /// unsupported protocol version, or any other handshake failure.
+  private func classify() -> TLSError {
+    let detail = TLSError.drainQueue()
+    let methods = ["GET ", "POST", "PUT ", "HEAD", "DELE", "OPTI", "PATC", "CONN"]
+    if firstBytes.count >= 4, methods.contains(String(decoding: firstBytes.prefix(4), as: UTF8.self)) {
+      return TLSError("plain_http", detail)
+    }
+    if detail.contains("version") || detail.contains("protocol") { return TLSError("protocol_version", detail) }
+    return TLSError("handshake", detail)
+  }
+
+  private func fail(_ error: TLSError) {
+    if case .failed = state { return }
+    state = .failed(error)
+  }
+}
