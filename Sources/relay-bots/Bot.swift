@@ -96,6 +96,10 @@ final class Bot {
   var previousConn: BotConnection?
   /// Calls this bot placed and may cancel, and calls it accepted.
   var placedCalls: [String] = []
+  /// Which of `--url` this bot uses now (round-robin start, next on reconnect).
+  var urlIndex: Int
+  /// Reconnects after drops since the bot was last welcomed (bounded).
+  var dropRetries = 0
 
   init(index: Int, uid: String, isHost: Bool, session: String, ctx: RunContext, engine: Engine) {
     self.index = index
@@ -115,6 +119,7 @@ final class Bot {
     uidBytes = Array(uid.utf8)
     sessionBytes = Array(session.utf8)
     messageLayout = wire == .relay ? .relay(session: session) : .broadcast()
+    urlIndex = index % ctx.options.urls.count
   }
 
   deinit { messageLayout.deallocate() }
@@ -136,9 +141,10 @@ final class Bot {
     let me = Unmanaged.passUnretained(self)
     c.onText = { bytes, at in me._withUnsafeGuaranteedRef { $0.received(bytes, at: at) } }
     c.onEnd = { [unowned self] end in self.ended(end) }
+    let url = ctx.options.urls[urlIndex]
     switch ctx.options.wire {
-    case .relay: c.open(url: ctx.options.url, path: ctx.options.url.path, subprotocol: "relay.v1", source: index)
-    case .broadcast: c.open(url: ctx.options.url, path: "/" + session, subprotocol: nil, source: index)
+    case .relay: c.open(url: url, path: url.path, subprotocol: "relay.v1", source: index)
+    case .broadcast: c.open(url: url, path: "/" + session, subprotocol: nil, source: index)
     }
   }
 
@@ -155,10 +161,15 @@ final class Bot {
   private func ended(_ end: ConnectionEnd) {
     if phase == .ready { ctx.stats.ready -= 1 }
     let expected = phase == .leaving || phase == .done
+    let was = phase
     conn = nil
     pending.removeAll()
     if phase == .leaving { phase = .done; engine.botClosed(self); return }
     phase = .offline
+    if !expected, wire == .relay, Self.meansReconnect(end.code), engine.acceptsReconnects {
+      reconnectAfterDrop(end, was: was)
+      return
+    }
     if !expected {
       ctx.checker.fail(
         .connection, "\(uid): connection ended (code \(end.code.map(String.init) ?? "none"), \(end.reason))")

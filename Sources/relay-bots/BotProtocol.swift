@@ -61,6 +61,7 @@ extension Bot {
     }
     resumeToken = ev["resumeToken"]?.string
     phase = .ready
+    dropRetries = 0
     ctx.stats.ready += 1
     previousConn?.abandon()
     previousConn = nil

@@ -57,6 +57,9 @@ struct EndOfRunChecks {
     let finalSeq = members.map(\.view.lastSeq).max() ?? 0
     let seqs = ctx.messageSeqs[session]?.seqs.members() ?? []
     var queues: [(String, [String])] = []
+    // Bots connected and joined once quiet: §5 says a participant that came
+    // back was restored (or timed out first), so no member may still hold it lost.
+    let back = Set(members.filter { $0.phase == .ready && $0.view.member }.map(\.uid))
     for bot in members {
       let v = bot.view
       for (start, end) in v.closedIntervals { out.deliveriesExpected += countInRange(seqs, above: start, upTo: end) }
@@ -67,6 +70,13 @@ struct EndOfRunChecks {
         v.lastSeq == finalSeq, .seqContinuity,
         "\(bot.uid) in \(session) stopped at seq \(v.lastSeq), session reached \(finalSeq)")
       out.unresolvedLost += v.lost.count
+      if v.lastSeq == finalSeq {
+        for subject in v.lost.sorted() {
+          ctx.checker.expect(
+            !back.contains(subject), .lostResolution,
+            "\(bot.uid) in \(session) still holds \(subject) lost, though it is back")
+        }
+      }
       if v.lastSeq == finalSeq { queues.append((bot.uid, v.hands.ordered)) }
     }
     compareQueues(session, queues, &out)

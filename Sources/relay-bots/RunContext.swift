@@ -21,7 +21,12 @@ enum Identity {
 
 /// Command-line options that shape a run.
 struct RunOptions {
-  var url: WebSocketURL
+  /// `--url`, one or more: bots spread over them round-robin (bot i starts on
+  /// `urls[i % count]`) and every reconnect moves a bot to the next one, so a
+  /// cluster's nodes (§12) each serve a share and resumes cross nodes.
+  var urls: [WebSocketURL]
+  /// The first URL (broadcast rooms and the report's headline use it).
+  var url: WebSocketURL { urls[0] }
   var wire: WireProtocol
   var identity: Identity
   var durationMs: Int?
