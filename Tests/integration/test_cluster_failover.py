@@ -1,0 +1,100 @@
+"""relay-bots across a 3-node cluster with one node SIGKILLed mid-run (§12).
+
+The bots spread round-robin over the three nodes' URLs; once they all joined
+(the bots log "all N/N bots ready"), node n1 — the first to join, so the
+cluster's ticker — is killed. Its bots' sockets end without a close frame;
+they reconnect to the next URL and resume (§8). The run must end with every
+check green: per-session seq continuity across the resume, one hand queue,
+one outcome per callee, every `participant.lost` resolved, deliveries
+received == expected.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+
+from cluster import cluster  # noqa: F401  (fixture)
+from test_bots import ROOT, assert_clean, bots_binary
+
+# Short timings so a death is declared and resolved well within the run (§5, §12).
+NODE_FLAGS = ["--node-timeout", "1500", "--grace", "10000",
+              "--heartbeat-interval", "1000", "--heartbeat-timeout", "3000"]
+READY_TIMEOUT_S = 30
+RUN_TIMEOUT_S = 60
+
+
+class BotsRun:
+    """relay-bots in the background; stderr is read line by line so the test
+    can wait for a phase line, stdout (the report table) goes to a file."""
+
+    def __init__(self, tmp_path: Path, *args: str):
+        self.report = tmp_path / "report.json"
+        self.stdout_path = tmp_path / "bots.out"
+        self.stdout = open(self.stdout_path, "w")
+        self.lines: list[str] = []
+        self.running = threading.Event()
+        cmd = [str(bots_binary()), "run", *args, "--quiet", "--json", str(self.report)]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.stdout, stderr=subprocess.PIPE, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+            if " bots ready after " in line:
+                self.running.set()
+        self.running.set()  # EOF: wake the waiter, it checks why
+
+    def wait_running(self, timeout: float) -> None:
+        assert self.running.wait(timeout), f"bots not running within {timeout}s:\n{self.detail()}"
+        assert self.proc.poll() is None, f"bots exited before running:\n{self.detail()}"
+        assert any(" bots ready after " in l for l in self.lines), self.detail()
+
+    def finish(self, timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+            self.reader.join(timeout=5)
+            self.stdout.close()
+        out = self.stdout_path.read_text()
+        done = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, "\n".join(self.lines))
+        assert self.report.exists(), f"no report:\n{self.detail()}"
+        return done, json.loads(self.report.read_text())
+
+    def detail(self) -> str:
+        out = self.stdout_path.read_text() if self.stdout_path.exists() else ""
+        return "stdout:\n" + out + "\nstderr:\n" + "\n".join(self.lines)
+
+
+def test_bots_survive_a_node_killed_mid_run(cluster, tmp_path):
+    nodes = [cluster.node(*NODE_FLAGS) for _ in range(3)]
+    victim, survivors = nodes[0], nodes[1:]
+    urls = [a for n in nodes for a in ("--url", n.ws + "/v1/ws")]
+    bots = BotsRun(tmp_path, "failover", "--dev", *urls)
+    try:
+        bots.wait_running(READY_TIMEOUT_S)
+        victim.kill()
+        proc, report = bots.finish(RUN_TIMEOUT_S)
+    except BaseException:
+        if bots.proc.poll() is None:
+            bots.proc.kill()
+            bots.proc.wait(timeout=5)
+        raise
+    print(proc.stdout)  # the report table, shown with -s
+    detail = bots.detail() + "".join(f"\n--- {n.name} log:\n{n.output()}" for n in survivors)
+    assert_clean(proc, report)
+    assert report["bots"] == 36, detail
+    assert report["urls"] == [n.ws + "/v1/ws" for n in nodes], detail
+    # The killed node's third of the bots came back elsewhere, and resumed.
+    assert report["reconnects"] >= 12, detail
+    assert report["resumedTrue"] >= 12, detail
+    assert report["unresolvedLost"] == 0, detail
+    assert report["checks"]["seq-continuity"]["checked"] > 0, detail
+    assert report["checks"]["lost-resolution"]["failures"] == 0, detail
+    for n in survivors:
+        assert n.readyz() == 200, f"{n.name} not ready after the failover:\n{n.output()}"
