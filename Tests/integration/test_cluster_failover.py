@@ -1,4 +1,4 @@
-"""relay-bots across a 3-node cluster with one node SIGKILLed mid-run (§12).
+"""relay-bots across a 3-node cluster with one node SIGKILLed (or drained) mid-run (§12).
 
 The bots spread round-robin over the three nodes' URLs; once they all joined
 (the bots log "all N/N bots ready"), node n1 — the first to join, so the
@@ -11,9 +11,12 @@ received == expected.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 from pathlib import Path
+
+import pytest
 
 from cluster import cluster  # noqa: F401  (fixture)
 from test_bots import ROOT, assert_clean, bots_binary
@@ -71,14 +74,21 @@ class BotsRun:
         return "stdout:\n" + out + "\nstderr:\n" + "\n".join(self.lines)
 
 
-def test_bots_survive_a_node_killed_mid_run(cluster, tmp_path):
+@pytest.mark.parametrize("how", ["kill", "drain"])
+def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
+    """kill: SIGKILL, the node is declared dead after --node-timeout (its
+    sockets end without a close frame). drain: SIGTERM, its clients get 1001
+    and resume elsewhere; the node is gone, not dead (§12)."""
     nodes = [cluster.node(*NODE_FLAGS) for _ in range(3)]
     victim, survivors = nodes[0], nodes[1:]
     urls = [a for n in nodes for a in ("--url", n.ws + "/v1/ws")]
     bots = BotsRun(tmp_path, "failover", "--dev", *urls)
     try:
         bots.wait_running(READY_TIMEOUT_S)
-        victim.kill()
+        if how == "kill":
+            victim.kill()
+        else:
+            victim.signal(signal.SIGTERM)
         proc, report = bots.finish(RUN_TIMEOUT_S)
     except BaseException:
         if bots.proc.poll() is None:
@@ -98,3 +108,5 @@ def test_bots_survive_a_node_killed_mid_run(cluster, tmp_path):
     assert report["checks"]["lost-resolution"]["failures"] == 0, detail
     for n in survivors:
         assert n.readyz() == 200, f"{n.name} not ready after the failover:\n{n.output()}"
+    if how == "drain":
+        assert victim.proc.wait(timeout=15) == 0, victim.output()
