@@ -71,13 +71,13 @@ struct EndOfRunChecks {
         "\(bot.uid) in \(session) stopped at seq \(v.lastSeq), session reached \(finalSeq)")
       out.unresolvedLost += v.lost.count
       if v.lastSeq == finalSeq {
+        queues.append((bot.uid, v.hands.ordered))
         for subject in v.lost.sorted() {
           ctx.checker.expect(
             !back.contains(subject), .lostResolution,
             "\(bot.uid) in \(session) still holds \(subject) lost, though it is back")
         }
       }
-      if v.lastSeq == finalSeq { queues.append((bot.uid, v.hands.ordered)) }
     }
     compareQueues(session, queues, &out)
   }

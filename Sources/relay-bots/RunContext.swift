@@ -25,7 +25,7 @@ struct RunOptions {
   /// `urls[i % count]`) and every reconnect moves a bot to the next one, so a
   /// cluster's nodes (§12) each serve a share and resumes cross nodes.
   var urls: [WebSocketURL]
-  /// The first URL (broadcast rooms and the report's headline use it).
+  /// The first URL (the report's headline).
   var url: WebSocketURL { urls[0] }
   var wire: WireProtocol
   var identity: Identity
