@@ -14,11 +14,12 @@ import json
 import signal
 import subprocess
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from cluster import cluster  # noqa: F401  (fixture)
+from cluster import _wait, cluster  # noqa: F401  (cluster: fixture)
 from test_bots import ROOT, assert_clean, bots_binary
 
 # Short timings so a death is declared and resolved well within the run (§5, §12).
@@ -26,6 +27,16 @@ NODE_FLAGS = ["--node-timeout", "1500", "--grace", "10000",
               "--heartbeat-interval", "1000", "--heartbeat-timeout", "3000"]
 READY_TIMEOUT_S = 30
 RUN_TIMEOUT_S = 60
+
+
+def lost_total(node) -> float:
+    """relay_participants_lost_total from the node's /metrics (a replica's
+    count: the same on every node)."""
+    with urllib.request.urlopen(node.http + "/metrics", timeout=2) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("relay_participants_lost_total"):
+                return float(line.split()[-1])
+    return 0.0
 
 
 class BotsRun:
@@ -74,7 +85,7 @@ class BotsRun:
         return "stdout:\n" + out + "\nstderr:\n" + "\n".join(self.lines)
 
 
-@pytest.mark.parametrize("how", ["kill", "drain"])
+@pytest.mark.parametrize("how", ["kill", "drain", "pause"])
 def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
     """kill: SIGKILL, the node is declared dead after --node-timeout (its
     sockets end without a close frame). drain: SIGTERM, its clients get 1001
@@ -87,8 +98,18 @@ def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
         bots.wait_running(READY_TIMEOUT_S)
         if how == "kill":
             victim.kill()
-        else:
+        elif how == "drain":
             victim.signal(signal.SIGTERM)
+        else:
+            # Paused past --node-timeout, the node is declared dead; when it
+            # runs again it learns so from the log, closes its sockets with 1012
+            # and rejoins (§12). Its dozen users turn lost at once at the death
+            # (the replicated counter on a survivor shows it; the run's own
+            # `abrupt` drops add about one a second, far fewer in this bound).
+            before = lost_total(survivors[0])
+            victim.signal(signal.SIGSTOP)
+            _wait(lambda: lost_total(survivors[0]) >= before + 10, 1.5 + 2 + 3, "the paused node's users lost")
+            victim.signal(signal.SIGCONT)
         proc, report = bots.finish(RUN_TIMEOUT_S)
     except BaseException:
         if bots.proc.poll() is None:
@@ -100,9 +121,10 @@ def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
     assert_clean(proc, report)
     assert report["bots"] == 36, detail
     assert report["urls"] == [n.ws + "/v1/ws" for n in nodes], detail
-    # The killed node's third of the bots came back elsewhere, and resumed.
-    assert report["reconnects"] >= 12, detail
-    assert report["resumedTrue"] >= 12, detail
+    # The lost node's third of the bots (12, give or take the few that the
+    # scenario's own drops moved meanwhile) came back elsewhere, and resumed.
+    assert report["reconnects"] >= 9, detail
+    assert report["resumedTrue"] >= 9, detail
     assert report["unresolvedLost"] == 0, detail
     assert report["checks"]["seq-continuity"]["checked"] > 0, detail
     assert report["checks"]["lost-resolution"]["failures"] == 0, detail
@@ -110,3 +132,6 @@ def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
         assert n.readyz() == 200, f"{n.name} not ready after the failover:\n{n.output()}"
     if how == "drain":
         assert victim.proc.wait(timeout=15) == 0, victim.output()
+    if how == "pause":
+        assert "declared dead by the cluster: rejoining" in victim.output(), victim.output()
+        victim.wait_ready(timeout=10)
