@@ -70,6 +70,11 @@ final class Bot {
   /// Set while a reconnect carries `resume`; `expectResumed` when within grace.
   @exclusivity(unchecked) var resuming = false
   var expectResumed = false
+  /// Loop time from which the relay may hold this user lost (when the
+  /// connection last heard from it, see `BotConnection.quietSince`): grace
+  /// (§5) runs from no earlier than this, so a resume welcomed more than
+  /// grace after it cannot be expected to resume.
+  var lostSinceMs: UInt64 = 0
   /// A rejoin is due after a leave, or the bot left on purpose.
   var leftOnPurpose = false
   // Unchecked exclusivity (see `Stats`): updated on every delivered event;
@@ -141,6 +146,7 @@ final class Bot {
     let me = Unmanaged.passUnretained(self)
     c.onText = { bytes, at in me._withUnsafeGuaranteedRef { $0.received(bytes, at: at) } }
     c.onEnd = { [unowned self] end in self.ended(end) }
+    c.stallMs = 2 * UInt64(ctx.heartbeatIntervalMs)
     let url = ctx.options.urls[urlIndex]
     switch ctx.options.wire {
     case .relay: c.open(url: url, path: url.path, subprotocol: "relay.v1", source: index)
@@ -162,12 +168,13 @@ final class Bot {
     if phase == .ready { ctx.stats.ready -= 1 }
     let expected = phase == .leaving || phase == .done
     let was = phase
+    let quietSinceMs = conn?.quietSince(nowMs: ctx.nowMs) ?? ctx.nowMs
     conn = nil
     pending.removeAll()
     if phase == .leaving { phase = .done; engine.botClosed(self); return }
     phase = .offline
     if !expected, wire == .relay, Self.meansReconnect(end.code), engine.acceptsReconnects {
-      reconnectAfterDrop(end, was: was)
+      reconnectAfterDrop(end, was: was, quietSinceMs: quietSinceMs)
       return
     }
     if !expected {

@@ -130,6 +130,7 @@ extension Bot {
   /// Stops reading: the relay sees no pong and declares the bot lost after
   /// its heartbeat timeout.
   func vanish(after b: Behaviour) -> Bool {
+    lostSinceMs = conn?.quietSince(nowMs: ctx.nowMs) ?? ctx.nowMs
     conn?.goSilent()
     phase = .silent
     ctx.stats.ready -= 1
@@ -139,6 +140,7 @@ extension Bot {
 
   /// TCP reset without a close frame: lost at once (§5).
   func dropAbruptly(after b: Behaviour) -> Bool {
+    lostSinceMs = conn?.quietSince(nowMs: ctx.nowMs) ?? ctx.nowMs
     conn?.abandon()
     conn = nil
     pending.removeAll()
@@ -200,7 +202,7 @@ extension Bot {
 
   /// The relay dropped this bot (or refused it): back on the next URL after a
   /// short, growing backoff, resuming when it holds a token (§8).
-  func reconnectAfterDrop(_ end: ConnectionEnd, was: Phase) {
+  func reconnectAfterDrop(_ end: ConnectionEnd, was: Phase, quietSinceMs: UInt64) {
     // A vanished bot already has its resume scheduled; that one takes over.
     guard was != .silent else { return }
     let why = "code \(end.code.map(String.init) ?? "none"), \(end.reason)"
@@ -214,10 +216,12 @@ extension Bot {
     stats.reconnects += 1
     checker.pass(.connection)
     if was == .ready {
-      // Back well within grace, the relay still holds the user and must
-      // resume it (§8). After 1011 or 1012 the shared state may have been
-      // reset (§12): a fresh join is as right as a resume then.
+      // Back within grace, the relay still holds the user and must resume it
+      // (§8). After 1011 or 1012 the shared state may have been reset (§12):
+      // a fresh join is as right as a resume then. A relay that stalled
+      // before the drop (a paused node) may have started grace back then.
       expectResumed = end.code != 1011 && end.code != 1012
+      lostSinceMs = quietSinceMs
     }
     // (Dropped while connecting: a retry of that connect keeps its expectation.)
     busy = true

@@ -114,6 +114,8 @@ final class RunContext {
   var faultCounter = 0
   /// From `welcome.heartbeat.timeout` (§5): when the relay declares a silent bot lost.
   var heartbeatTimeoutMs = 15_000
+  /// From `welcome.heartbeat.interval` (§5): how often the relay pings.
+  var heartbeatIntervalMs = 10_000
   @exclusivity(unchecked) private(set) var lastEventMs: UInt64 = 0
 
   init(loop: Loop, scenario: Scenario, options: RunOptions) {

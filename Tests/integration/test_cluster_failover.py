@@ -29,12 +29,12 @@ READY_TIMEOUT_S = 30
 RUN_TIMEOUT_S = 60
 
 
-def lost_total(node) -> float:
-    """relay_participants_lost_total from the node's /metrics (a replica's
-    count: the same on every node)."""
+def counter(node, name: str) -> float:
+    """A counter from the node's /metrics (the replicated core's: the same
+    on every node)."""
     with urllib.request.urlopen(node.http + "/metrics", timeout=2) as r:
         for line in r.read().decode().splitlines():
-            if line.startswith("relay_participants_lost_total"):
+            if line.startswith(name + " "):
                 return float(line.split()[-1])
     return 0.0
 
@@ -85,7 +85,7 @@ class BotsRun:
         return "stdout:\n" + out + "\nstderr:\n" + "\n".join(self.lines)
 
 
-@pytest.mark.parametrize("how", ["kill", "drain", "pause"])
+@pytest.mark.parametrize("how", ["kill", "drain", "pause", "pause-past-grace"])
 def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
     """kill: SIGKILL, the node is declared dead after --node-timeout (its
     sockets end without a close frame). drain: SIGTERM, its clients get 1001
@@ -106,9 +106,16 @@ def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
             # and rejoins (§12). Its dozen users turn lost at once at the death
             # (the replicated counter on a survivor shows it; the run's own
             # `abrupt` drops add about one a second, far fewer in this bound).
-            before = lost_total(survivors[0])
+            before = counter(survivors[0], "relay_participants_lost_total")
+            timed_out = counter(survivors[0], "relay_participants_timed_out_total")
             victim.signal(signal.SIGSTOP)
-            _wait(lambda: lost_total(survivors[0]) >= before + 10, 1.5 + 2 + 3, "the paused node's users lost")
+            _wait(lambda: counter(survivors[0], "relay_participants_lost_total") >= before + 10,
+                  1.5 + 2 + 3, "the paused node's users lost")
+            if how == "pause-past-grace":
+                # Asleep until grace has run out for them too: they come back
+                # to a relay that forgot them (resumed: false, fresh join, §8).
+                _wait(lambda: counter(survivors[0], "relay_participants_timed_out_total") >= timed_out + 10,
+                      10 + 5, "the paused node's users timed out")
             victim.signal(signal.SIGCONT)
         proc, report = bots.finish(RUN_TIMEOUT_S)
     except BaseException:
@@ -124,7 +131,10 @@ def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
     # The lost node's third of the bots (12, give or take the few that the
     # scenario's own drops moved meanwhile) came back elsewhere, and resumed.
     assert report["reconnects"] >= 9, detail
-    assert report["resumedTrue"] >= 9, detail
+    if how == "pause-past-grace":
+        assert report["freshRejoins"] >= 9, detail
+    else:
+        assert report["resumedTrue"] >= 9, detail
     assert report["unresolvedLost"] == 0, detail
     assert report["checks"]["seq-continuity"]["checked"] > 0, detail
     assert report["checks"]["lost-resolution"]["failures"] == 0, detail
@@ -132,6 +142,6 @@ def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
         assert n.readyz() == 200, f"{n.name} not ready after the failover:\n{n.output()}"
     if how == "drain":
         assert victim.proc.wait(timeout=15) == 0, victim.output()
-    if how == "pause":
+    if how.startswith("pause"):
         assert "declared dead by the cluster: rejoining" in victim.output(), victim.output()
         victim.wait_ready(timeout=10)
