@@ -215,6 +215,7 @@ extension Bot {
     }
     stats.reconnects += 1
     checker.pass(.connection)
+    if end.code == 1012 { ctx.lastRestartCloseMs = ctx.nowMs }
     if was == .ready {
       // Back within grace, the relay still holds the user and must resume it
       // (§8). After 1011 or 1012 the shared state may have been reset (§12):

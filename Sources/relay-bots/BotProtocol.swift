@@ -74,7 +74,9 @@ extension Bot {
       if expectResumed {
         let graceMs = UInt64(background ? ctx.scenario.backgroundGraceMs : ctx.scenario.graceMs)
         // Half a second of margin for the relay's own timers.
-        if ctx.nowMs + 500 < lostSinceMs + graceMs {
+        if let t = ctx.lastRestartCloseMs, t + 500 >= lostSinceMs, !resumed {
+          ctx.checker.note("a resume after a 1012 (possible reset, §12) answered resumed:false: not checked")
+        } else if ctx.nowMs + 500 < lostSinceMs + graceMs {
           ctx.checker.expect(
             resumed, .resume, "\(uid): resume within grace answered resumed:false (\(ctx.nowMs - lostSinceMs) ms after the drop)")
         } else {
@@ -95,6 +97,10 @@ extension Bot {
   func joined(_ ev: Json) {
     guard ev["session"]?.string == session else { return }
     let fresh = !view.member
+    if let seq = ev["seq"]?.int, seq < view.lastSeq, !ctx.resetSessions.contains(session) {
+      ctx.resetSessions.insert(session)
+      ctx.checker.note("\(session) restarted its seq (\(view.lastSeq) → \(seq)): its deliveries are not counted")
+    }
     if !fresh, ev["recovered"]?.bool == false {
       ctx.checker.note("resume fell back to a fresh snapshot (recovered: false)")
     }

@@ -114,6 +114,13 @@ final class RunContext {
   var faultCounter = 0
   /// From `welcome.heartbeat.timeout` (§5): when the relay declares a silent bot lost.
   var heartbeatTimeoutMs = 15_000
+  /// Sessions whose `seq` went back (§12: a Redis that lost its data resets
+  /// them): the message ledger mixes both numberings, so their deliveries
+  /// cannot be counted.
+  var resetSessions: Set<String> = []
+  /// Last 1012 close (§12: a node rejoining, or the shared state reset): a
+  /// resume after it may rightly find nothing.
+  var lastRestartCloseMs: UInt64?
   /// From `welcome.heartbeat.interval` (§5): how often the relay pings.
   var heartbeatIntervalMs = 10_000
   @exclusivity(unchecked) private(set) var lastEventMs: UInt64 = 0

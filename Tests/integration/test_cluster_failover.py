@@ -89,7 +89,10 @@ class BotsRun:
 def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
     """kill: SIGKILL, the node is declared dead after --node-timeout (its
     sockets end without a close frame). drain: SIGTERM, its clients get 1001
-    and resume elsewhere; the node is gone, not dead (§12)."""
+    and resume elsewhere; the node is gone, not dead. pause: SIGSTOP until the
+    cluster declared it dead, then SIGCONT: it closes its clients with 1012
+    and rejoins; past grace, its users were timed out meanwhile and join
+    afresh (§12)."""
     nodes = [cluster.node(*NODE_FLAGS) for _ in range(3)]
     victim, survivors = nodes[0], nodes[1:]
     urls = [a for n in nodes for a in ("--url", n.ws + "/v1/ws")]
@@ -145,3 +148,33 @@ def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
     if how.startswith("pause"):
         assert "declared dead by the cluster: rejoining" in victim.output(), victim.output()
         victim.wait_ready(timeout=10)
+
+
+def test_bots_survive_redis_losing_its_data(cluster, tmp_path):
+    """§12: a Redis restarted empty (here FLUSHALL) resets the sessions: every
+    node closes its clients with 1012, their resumes find nothing (`resumed:
+    false`), they join afresh and `seq` starts again — never a crash or a
+    wrong seq. The bots note the reset sessions and do not count their
+    deliveries (two numberings in one ledger); every other check holds."""
+    nodes = [cluster.node(*NODE_FLAGS) for _ in range(3)]
+    urls = [a for n in nodes for a in ("--url", n.ws + "/v1/ws")]
+    bots = BotsRun(tmp_path, "failover", "--dev", *urls)
+    try:
+        bots.wait_running(READY_TIMEOUT_S)
+        assert cluster.redis.command("FLUSHALL") == "+OK"
+        proc, report = bots.finish(RUN_TIMEOUT_S)
+    except BaseException:
+        if bots.proc.poll() is None:
+            bots.proc.kill()
+            bots.proc.wait(timeout=5)
+        raise
+    print(proc.stdout)  # the report table, shown with -s
+    detail = bots.detail() + "".join(f"\n--- {n.name} log:\n{n.output()}" for n in nodes)
+    assert proc.returncode == 0, detail
+    for name, check in report["checks"].items():
+        assert check["failures"] == 0, f"{name}: {check['samples']}"
+    assert report["freshRejoins"] >= 30, detail
+    assert any("restarted its seq" in n for n in report["notes"]), detail
+    assert report["unresolvedLost"] == 0, detail
+    for n in nodes:
+        assert n.readyz() == 200, f"{n.name} not ready after the reset:\n{n.output()}"
