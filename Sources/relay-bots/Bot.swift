@@ -72,6 +72,11 @@ final class Bot {
   /// Set while a reconnect carries `resume`; `expectResumed` when within grace.
   @exclusivity(unchecked) var resuming = false
   var expectResumed = false
+  /// Loop time from which the relay may hold this user lost (when the
+  /// connection last heard from it, see `BotConnection.quietSince`): grace
+  /// (§5) runs from no earlier than this, so a resume welcomed more than
+  /// grace after it cannot be expected to resume.
+  var lostSinceMs: UInt64 = 0
   /// A rejoin is due after a leave, or the bot left on purpose.
   var leftOnPurpose = false
   // Unchecked exclusivity (see `Stats`): updated on every delivered event;
@@ -98,6 +103,10 @@ final class Bot {
   var previousConn: BotConnection?
   /// Calls this bot placed and may cancel, and calls it accepted.
   var placedCalls: [String] = []
+  /// Which of `--url` this bot uses now (round-robin start, next on reconnect).
+  var urlIndex: Int
+  /// Reconnects after drops since the bot was last welcomed (bounded).
+  var dropRetries = 0
 
   init(index: Int, uid: String, isHost: Bool, session: String, ctx: RunContext, engine: Engine) {
     self.index = index
@@ -117,6 +126,7 @@ final class Bot {
     uidBytes = Array(uid.utf8)
     sessionBytes = Array(session.utf8)
     messageLayout = wire == .relay ? .relay(session: session) : .broadcast()
+    urlIndex = index % ctx.options.urls.count
   }
 
   deinit { messageLayout.deallocate() }
@@ -138,9 +148,11 @@ final class Bot {
     let me = Unmanaged.passUnretained(self)
     c.onText = { bytes, at in me._withUnsafeGuaranteedRef { $0.received(bytes, at: at) } }
     c.onEnd = { [unowned self] end in self.ended(end) }
+    c.stallMs = 2 * UInt64(ctx.heartbeatIntervalMs)
+    let url = ctx.options.urls[urlIndex]
     switch ctx.options.wire {
-    case .relay: c.open(url: ctx.options.url, path: ctx.options.url.path, subprotocol: "relay.v1", source: index)
-    case .broadcast: c.open(url: ctx.options.url, path: "/" + session, subprotocol: nil, source: index)
+    case .relay: c.open(url: url, path: url.path, subprotocol: "relay.v1", source: index)
+    case .broadcast: c.open(url: url, path: "/" + session, subprotocol: nil, source: index)
     }
   }
 
@@ -157,10 +169,16 @@ final class Bot {
   private func ended(_ end: ConnectionEnd) {
     if phase == .ready { ctx.stats.ready -= 1 }
     let expected = phase == .leaving || phase == .done
+    let was = phase
+    let quietSinceMs = conn?.quietSince(nowMs: ctx.nowMs) ?? ctx.nowMs
     conn = nil
     pending.removeAll()
     if phase == .leaving { phase = .done; engine.botClosed(self); return }
     phase = .offline
+    if !expected, wire == .relay, Self.meansReconnect(end.code), engine.acceptsReconnects {
+      reconnectAfterDrop(end, was: was, quietSinceMs: quietSinceMs)
+      return
+    }
     if !expected {
       ctx.checker.fail(
         .connection, "\(uid): connection ended (code \(end.code.map(String.init) ?? "none"), \(end.reason))")

@@ -130,6 +130,7 @@ extension Bot {
   /// Stops reading: the relay sees no pong and declares the bot lost after
   /// its heartbeat timeout.
   func vanish(after b: Behaviour) -> Bool {
+    lostSinceMs = conn?.quietSince(nowMs: ctx.nowMs) ?? ctx.nowMs
     conn?.goSilent()
     phase = .silent
     ctx.stats.ready -= 1
@@ -139,6 +140,7 @@ extension Bot {
 
   /// TCP reset without a close frame: lost at once (§5).
   func dropAbruptly(after b: Behaviour) -> Bool {
+    lostSinceMs = conn?.quietSince(nowMs: ctx.nowMs) ?? ctx.nowMs
     conn?.abandon()
     conn = nil
     pending.removeAll()
@@ -165,8 +167,10 @@ extension Bot {
     }
   }
 
-  /// Reconnects with `resume` (§8); a silent old connection stays open until
-  /// the new one is welcomed (the relay replaces it, close 4509).
+  /// Reconnects with `resume` (§8) on the next `--url`, so with several nodes
+  /// a resume crosses nodes (§12: a token issued by any node works on any);
+  /// a silent old connection stays open until the new one is welcomed (the
+  /// relay replaces it, close 4509).
   func resumeNow() {
     if let old = conn {
       old.detach()
@@ -175,6 +179,57 @@ extension Bot {
     busy = false
     // Commands sent on the old connection will never be answered.
     pending.removeAll()
-    connect(resume: true)
+    urlIndex = (urlIndex + 1) % ctx.options.urls.count
+    // No token yet (dropped before the first welcome): a plain hello.
+    connect(resume: resumeToken != nil)
+  }
+
+  // MARK: drops the relay caused (§2 close codes, §12)
+
+  /// Close codes that mean "reconnect, with resume" (§2): 1001 going away (a
+  /// drained node), 1011 internal error, 1012 (§12: a node that rejoins the
+  /// cluster, or a Redis that lost its data), 4000–4499; nil is a TCP end
+  /// without a close handshake (1006: a killed node) or a refused connect or
+  /// upgrade (a dead or draining node), which the next URL may serve.
+  static func meansReconnect(_ code: UInt16?) -> Bool {
+    guard let code else { return true }
+    return code == 1001 || code == 1011 || code == 1012 || (4000..<4500).contains(code)
+  }
+
+  /// Consecutive reconnects without a welcome before the bot gives up: with
+  /// the backoff below, about 15 s, several times round any URL list.
+  static let maxDropRetries = 12
+
+  /// The relay dropped this bot (or refused it): back on the next URL after a
+  /// short, growing backoff, resuming when it holds a token (§8).
+  func reconnectAfterDrop(_ end: ConnectionEnd, was: Phase, quietSinceMs: UInt64) {
+    // A vanished bot already has its resume scheduled; that one takes over.
+    guard was != .silent else { return }
+    let why = "code \(end.code.map(String.init) ?? "none"), \(end.reason)"
+    dropRetries += 1
+    guard dropRetries <= Self.maxDropRetries else {
+      checker.fail(.connection, "\(uid): gave up after \(dropRetries - 1) reconnects (last: \(why))")
+      view.closeInterval()
+      engine.botLost(self)
+      return
+    }
+    stats.reconnects += 1
+    checker.pass(.connection)
+    if end.code == 1012 { ctx.lastRestartCloseMs = ctx.nowMs }
+    if was == .ready {
+      // Back within grace, the relay still holds the user and must resume it
+      // (§8). After 1011 or 1012 the shared state may have been reset (§12):
+      // a fresh join is as right as a resume then. A relay that stalled
+      // before the drop (a paused node) may have started grace back then.
+      expectResumed = end.code != 1011 && end.code != 1012
+      lostSinceMs = quietSinceMs
+    }
+    // (Dropped while connecting: a retry of that connect keeps its expectation.)
+    busy = true
+    let delay = min(2_000, 100 << min(dropRetries - 1, 5)) + ctx.random.below(100)
+    engine.schedule(afterMs: delay) { [unowned self] in
+      guard self.phase == .offline else { return }
+      self.resumeNow()
+    }
   }
 }

@@ -27,6 +27,21 @@ final class BotConnection {
   /// `deferred` until it returns (see `feed`).
   private var receiving = false
   private var deferred: [Deferred] = []
+  /// Loop time of the last read.
+  private var lastReadMs: UInt64 = 0
+  /// A silence longer than this is a stall: the relay pings every heartbeat
+  /// interval (§5); the bot sets twice that.
+  var stallMs: UInt64 = 20_000
+  /// Where the latest stall began.
+  private var stalledSinceMs: UInt64?
+
+  /// Since when the relay may have stopped serving this connection, so that
+  /// its user's grace (§5) may run from then: the start of the latest stall
+  /// (a paused node, which sends what it had queued once it wakes up), else
+  /// the last read.
+  func quietSince(nowMs: UInt64) -> UInt64 {
+    stalledSinceMs ?? (lastReadMs != 0 ? lastReadMs : nowMs)
+  }
 
   private enum Deferred {
     case text([UInt8])
@@ -85,6 +100,9 @@ final class BotConnection {
 
   private func received(_ bytes: UnsafeRawBufferPointer) {
     stats.reads += 1
+    let now = loop.nowMs
+    if lastReadMs != 0, now - lastReadMs > stallMs { stalledSinceMs = lastReadMs }
+    lastReadMs = now
     guard !ended else { return }
     guard handshake != nil else { feed(bytes); return }
     switch handshake!.receive(bytes) {

@@ -62,16 +62,27 @@ extension Bot {
     }
     resumeToken = ev["resumeToken"]?.stringValue
     phase = .ready
+    dropRetries = 0
     ctx.stats.ready += 1
     previousConn?.abandon()
     previousConn = nil
     if let hb = ev["heartbeat"]?["timeout"]?.int { ctx.heartbeatTimeoutMs = hb }
+    if let hb = ev["heartbeat"]?["interval"]?.int, hb > 0 { ctx.heartbeatIntervalMs = hb }
     let resumed = ev["resumed"]?.boolValue ?? false
     if resuming {
       ctx.stats.resumes += 1
       if resumed { ctx.stats.resumedTrue += 1 }
       if expectResumed {
-        ctx.checker.expect(resumed, .resume, "\(uid): resume within grace answered resumed:false")
+        let graceMs = UInt64(background ? ctx.scenario.backgroundGraceMs : ctx.scenario.graceMs)
+        // Half a second of margin for the relay's own timers.
+        if let t = ctx.lastRestartCloseMs, t + 500 >= lostSinceMs, !resumed {
+          ctx.checker.note("a resume after a 1012 (possible reset, §12) answered resumed:false: not checked")
+        } else if ctx.nowMs + 500 < lostSinceMs + graceMs {
+          ctx.checker.expect(
+            resumed, .resume, "\(uid): resume within grace answered resumed:false (\(ctx.nowMs - lostSinceMs) ms after the drop)")
+        } else {
+          ctx.checker.note("a resume welcomed about grace after the drop was not checked for resumed:true")
+        }
       }
     }
     if background {
@@ -87,6 +98,10 @@ extension Bot {
   func joined(_ ev: JSONValue) {
     guard ev["session"]?.stringValue == session else { return }
     let fresh = !view.member
+    if let seq = ev["seq"]?.int, seq < view.lastSeq, !ctx.resetSessions.contains(session) {
+      ctx.resetSessions.insert(session)
+      ctx.checker.note("\(session) restarted its seq (\(view.lastSeq) → \(seq)): its deliveries are not counted")
+    }
     if !fresh, ev["recovered"]?.boolValue == false {
       ctx.checker.note("resume fell back to a fresh snapshot (recovered: false)")
     }

@@ -225,6 +225,9 @@ final class Engine {
 
   func botClosed(_ bot: Bot) { closed += 1 }
 
+  /// Dropped bots come back until the end-of-run close begins.
+  var acceptsReconnects: Bool { phase == .ramping || phase == .running || phase == .settling }
+
   // MARK: settling, checks, closing
 
   private func beginSettling() {

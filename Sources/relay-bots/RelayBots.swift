@@ -30,8 +30,11 @@ struct Run: ParsableCommand {
   @Argument(help: "A shipped scenario name (see `list`) or a path to a scenario JSON file.")
   var scenario: String
 
-  @Option(help: "WebSocket URL: ws://HOST:PORT/v1/ws (relay) or ws://HOST:PORT (broadcast).")
-  var url: String
+  @Option(help: ArgumentHelp(
+    "WebSocket URL: ws://HOST:PORT/v1/ws (relay) or ws://HOST:PORT (broadcast).",
+    discussion: "Repeat it to spread the bots round-robin over several relay nodes (cluster mode); "
+      + "a bot whose connection drops resumes on the next URL."))
+  var url: [String] = []
 
   @Flag(help: "Dev-mode identity: hello {dev: {uid, name, role}}.")
   var dev = false
@@ -66,7 +69,10 @@ struct Run: ParsableCommand {
   var fault: String?
 
   func validate() throws {
-    guard WebSocketURL(url) != nil else { throw ValidationError("--url must look like ws://127.0.0.1:8080/v1/ws") }
+    guard !url.isEmpty else { throw ValidationError("give --url at least once") }
+    for u in url where WebSocketURL(u) == nil {
+      throw ValidationError("--url must look like ws://127.0.0.1:8080/v1/ws (got \(u))")
+    }
     guard WireProtocol(rawValue: wire) != nil else { throw ValidationError("--protocol is relay or broadcast") }
     if wire == "relay" && dev == (secret != nil) { throw ValidationError("give exactly one of --dev or --secret") }
     guard parseShard() != nil else { throw ValidationError("--shard must be K/N with 0 ≤ K < N") }
@@ -83,7 +89,7 @@ struct Run: ParsableCommand {
     let scenario = try Scenario.load(nameOrPath: self.scenario)
     let (k, n) = parseShard()!
     var options = RunOptions(
-      url: WebSocketURL(url)!, wire: WireProtocol(rawValue: wire)!,
+      urls: url.map { WebSocketURL($0)! }, wire: WireProtocol(rawValue: wire)!,
       identity: secret.map { .token(TokenMinter(secret: Array($0.utf8))) } ?? .dev,
       durationMs: duration)
     options.shardIndex = k

@@ -18,7 +18,8 @@ struct Report {
     return .fields([
       ("scenario", .string(ctx.scenario.name)),
       ("protocol", .string(ctx.options.wire.rawValue)),
-      ("url", .string("ws://\(ctx.options.url.host):\(ctx.options.url.port)\(ctx.options.url.path)")),
+      ("url", .string(Self.text(ctx.options.url))),
+      ("urls", .array(ctx.options.urls.map { .string(Self.text($0)) })),
       ("shard", .string("\(ctx.options.shardIndex)/\(ctx.options.shardCount)")),
       ("bots", num(botCount)),
       ("durationMs", num(Int(engine.runEndMs - engine.runStartMs))),
@@ -38,6 +39,7 @@ struct Report {
       ("resumes", num(s.resumes)),
       ("resumedTrue", num(s.resumedTrue)),
       ("freshRejoins", num(s.freshRejoins)),
+      ("reconnects", num(s.reconnects)),
       ("unresolvedLost", num(e.unresolvedLost)),
       ("handQueuesCompared", num(e.handQueuesCompared)),
       ("errorsReceived", num(s.errorsReceived)),
@@ -72,6 +74,7 @@ struct Report {
       ("hand commands", "\(s.handCommands)"),
       ("calls placed / callee legs resolved / still ringing", "\(s.callsStarted) / \(e.callsResolved) / \(e.callsUnresolved)"),
       ("resumes (resumed:true) / fresh rejoins", "\(s.resumes) (\(s.resumedTrue)) / \(s.freshRejoins)"),
+      ("reconnects after drops", "\(s.reconnects)"),
       ("errors received", "\(s.errorsReceived)"),
     ]
     for c in CheckName.allCases {
@@ -88,6 +91,8 @@ struct Report {
     out.append(ctx.checker.totalFailures == 0 ? "RESULT: PASS" : "RESULT: FAIL (\(ctx.checker.totalFailures) check failures)")
     return out.joined(separator: "\n")
   }
+
+  private static func text(_ u: WebSocketURL) -> String { "ws://\(u.host):\(u.port)\(u.path)" }
 
   private func latencyRow(_ h: LatencyHistogram) -> String {
     guard h.count > 0 else { return "-" }

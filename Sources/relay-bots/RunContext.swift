@@ -21,7 +21,12 @@ enum Identity {
 
 /// Command-line options that shape a run.
 struct RunOptions {
-  var url: WebSocketURL
+  /// `--url`, one or more: bots spread over them round-robin (bot i starts on
+  /// `urls[i % count]`) and every reconnect moves a bot to the next one, so a
+  /// cluster's nodes (§12) each serve a share and resumes cross nodes.
+  var urls: [WebSocketURL]
+  /// The first URL (the report's headline).
+  var url: WebSocketURL { urls[0] }
   var wire: WireProtocol
   var identity: Identity
   var durationMs: Int?
@@ -109,6 +114,15 @@ final class RunContext {
   var faultCounter = 0
   /// From `welcome.heartbeat.timeout` (§5): when the relay declares a silent bot lost.
   var heartbeatTimeoutMs = 15_000
+  /// Sessions whose `seq` went back (§12: a Redis that lost its data resets
+  /// them): the message ledger mixes both numberings, so their deliveries
+  /// cannot be counted.
+  var resetSessions: Set<String> = []
+  /// Last 1012 close (§12: a node rejoining, or the shared state reset): a
+  /// resume after it may rightly find nothing.
+  var lastRestartCloseMs: UInt64?
+  /// From `welcome.heartbeat.interval` (§5): how often the relay pings.
+  var heartbeatIntervalMs = 10_000
   @exclusivity(unchecked) private(set) var lastEventMs: UInt64 = 0
 
   init(loop: Loop, scenario: Scenario, options: RunOptions) {

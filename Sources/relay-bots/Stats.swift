@@ -57,6 +57,7 @@ final class Stats {
   var resumes = 0
   var resumedTrue = 0
   var freshRejoins = 0
+  var reconnects = 0  // reconnects after the relay dropped or refused a bot
   var callsStarted = 0
   var behaviourSkips = 0
   var pingsReceived = 0
