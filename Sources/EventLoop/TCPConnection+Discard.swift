@@ -7,6 +7,9 @@ extension TCPConnection {
   public func discardUnsent() -> Int {
     var keep = writeInFlight ? inFlightBufferCount : 0
     if keep == 0, !pending.isEmpty, pending.pointer(at: 0).pointee.offset > 0 { keep = 1 }
+    // Sealed (TLS) bytes carry record sequence numbers: dropping any would corrupt
+    // the stream, so only plaintext not yet sealed goes.
+    if let extras, extras.sealer != nil { keep = max(keep, extras.sealedCount) }
     guard pending.count > keep else { return 0 }
     var kept = WriteQueue()
     for index in 0..<keep { kept.append(pending.pointer(at: index).pointee, pool: loop.ringPool) }

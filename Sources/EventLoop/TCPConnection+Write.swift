@@ -141,6 +141,7 @@ extension TCPConnection {
   /// `uv_write` in flight this waits for its callback, which re-marks the connection.
   func flushPending() {
     isDirty = false
+    if let extras, let sealer = extras.sealer, state == .open || state == .shuttingDown { seal(extras, sealer) }
     guard state == .open || state == .shuttingDown, !writeInFlight, !pending.isEmpty else { return }
     loop.statistics.flushes &+= 1
     let (bufferCount, _) = gatherPending()
@@ -178,6 +179,8 @@ extension TCPConnection {
   /// Drops fully written buffers from the front of the queue and advances the
   /// offset of a partially written one, so the remainder goes out next.
   private func consumeWritten(_ byteCount: Int) {
+    let before = pending.count
+    defer { forgetSealed(before - pending.count) }
     queuedByteCount -= byteCount
     loop.statistics.queuedBytes -= byteCount
     loop.statistics.bytesWritten &+= UInt64(byteCount)
@@ -220,6 +223,7 @@ extension TCPConnection {
     guard status != UV_ECANCELED.rawValue else { return }
     guard status == 0 else { return fail(LoopError(code: status)) }
     pending.removeFirst(inFlightBufferCount, pool: loop.ringPool)
+    forgetSealed(inFlightBufferCount)
     queuedByteCount -= inFlightByteCount
     loop.statistics.queuedBytes -= inFlightByteCount
     loop.statistics.bytesWritten &+= UInt64(inFlightByteCount)
@@ -234,4 +238,64 @@ extension TCPConnection {
 private func writeCallback(_ request: UnsafeMutablePointer<uv_write_t>?, _ status: Int32) {
   guard let request else { return }
   unretainedOwner(request.pointee.data, as: TCPConnection.self).writeDidComplete(status: status)
+}
+
+
+/// Transforms a connection's outbound bytes at flush time: TLS encrypts everything
+/// queued during a loop turn as one batch (one `SSL_write` run, one socket write),
+/// so TLS keeps the cork. Implemented by the server over RelayCrypto's TLS.
+public protocol OutboundSealer: AnyObject {
+  /// Plaintext to encrypt, in order; valid only during the call.
+  func seal(_ plaintext: UnsafeRawBufferPointer)
+  /// A clean close begins: queue the protocol's close message (TLS close_notify).
+  func closing()
+  /// Everything to send now (ciphertext, including what the protocol produced on
+  /// its own, e.g. handshake messages); nil when the connection failed and must close.
+  func takeSealed() -> [UInt8]?
+}
+
+extension TCPConnection {
+  /// Encrypts what `write` queues (TLS); set once, before anything is written.
+  public var sealer: (any OutboundSealer)? {
+    get { extras?.sealer }
+    set { ensureExtras().sealer = newValue }
+  }
+
+  /// Asks for a flush at the end of this turn even with nothing queued: the sealer
+  /// has output of its own (a handshake message, an alert).
+  public func flushSoon() {
+    guard state == .open || state == .shuttingDown else { return }
+    markDirty()
+  }
+
+  /// Replaces the unsealed (plaintext) tail of the queue by its ciphertext, plus
+  /// whatever the sealer produced on its own, as one buffer.
+  func seal(_ extras: Extras, _ sealer: any OutboundSealer) {
+    var plaintextBytes = 0
+    if pending.count > extras.sealedCount {
+      for index in extras.sealedCount..<pending.count {
+        let entry = pending.pointer(at: index).pointee
+        let length = entry.buffer.count - entry.offset
+        plaintextBytes += length
+        sealer.seal(UnsafeRawBufferPointer(start: entry.buffer.base + entry.offset, count: length))
+      }
+    }
+    guard let sealed = sealer.takeSealed() else { return fail(LoopError(code: UV_EPROTO.rawValue)) }
+    if plaintextBytes > 0 {
+      var kept = WriteQueue()
+      for index in 0..<extras.sealedCount { kept.append(pending.pointer(at: index).pointee, pool: loop.ringPool) }
+      pending.removeAll(pool: loop.ringPool)
+      pending = kept
+    }
+    if !sealed.isEmpty { pending.append(PendingWrite(buffer: OutboundBuffer(bytes: sealed), offset: 0), pool: loop.ringPool) }
+    extras.sealedCount = pending.count
+    queuedByteCount += sealed.count - plaintextBytes
+    loop.statistics.queuedBytes += sealed.count - plaintextBytes
+  }
+
+  /// `count` buffers left the front of the queue.
+  func forgetSealed(_ count: Int) {
+    guard let extras, extras.sealer != nil else { return }
+    extras.sealedCount = max(0, extras.sealedCount - count)
+  }
 }

@@ -150,6 +150,10 @@ public final class TCPConnection: HandleOwner {
     var shutdownRequest: UnsafeMutablePointer<uv_shutdown_t>?
     var inFlightByteCount = 0
     var inFlightBufferCount = 0
+    /// Encrypts what is written (TLS); see `OutboundSealer`.
+    var sealer: (any OutboundSealer)?
+    /// Buffers at the front of `pending` that are already sealed (ciphertext).
+    var sealedCount = 0
   }
 
   /// The one reusable write request: at most one `uv_write` is in flight per connection.
@@ -270,6 +274,13 @@ public final class TCPConnection: HandleOwner {
   public func shutdown() {
     guard state == .open else { return }
     closeReason = closeReason ?? .local
+    // A clean TLS close: close_notify goes out after everything queued, so what is
+    // queued is sealed first (nothing can be sealed after close_notify).
+    if let extras, let sealer = extras.sealer {
+      seal(extras, sealer)
+      sealer.closing()
+      seal(extras, sealer)
+    }
     beginGracefulClose()
   }
 

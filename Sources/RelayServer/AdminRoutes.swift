@@ -94,6 +94,7 @@ extension RelayServer {
     }
     refreshCallMetrics()
     refreshClusterMetrics()
+    refreshTLSMetrics()
     refreshOutboundMetrics()
   }
 }

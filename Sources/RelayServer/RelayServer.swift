@@ -31,6 +31,10 @@ public final class RelayServer {
   var connections = RefTable<ServerConnectionsById>()
   var nextConnection: UInt64 = 1
   private var headDeadlines = FIFODeadlines()
+  /// TLS (`--tls-cert`): the context new connections get, their handshake deadlines.
+  var tlsContext: TLSContext?
+  var tlsDeadlines = FIFODeadlines()
+  var tlsStats = TLSStats()
   private var closeDeadlines = FIFODeadlines()
   /// One timer for the core's next deadline, one slow sweep for the FIFO deadlines.
   private var coreTimer: EventLoop.Timer?
@@ -73,6 +77,7 @@ public final class RelayServer {
     logger.debug("open file limit", metadata: ["limit": "\(files)"])
     let l: TCPListener
     do {
+      try loadTLS()
       l = try TCPListener(loop: loop, host: config.host, port: config.port)
       try l.listen { [unowned self] tcp in self.accept(tcp) }
     } catch {
@@ -89,6 +94,9 @@ public final class RelayServer {
     cluster?.start()
     for sig in [SIGTERM_NUMBER, SIGINT_NUMBER] {
       signals.append(SignalWatcher(loop: loop, signal: sig) { [unowned self] in self.beginDrain() })
+    }
+    if tlsContext != nil {
+      signals.append(SignalWatcher(loop: loop, signal: SIGHUP_NUMBER) { [unowned self] in self.reloadTLS() })
     }
     logger.info("relay listening", metadata: ["address": "\(config.host):\(boundPort)", "dev": "\(config.devMode)"])
   }
@@ -121,6 +129,7 @@ public final class RelayServer {
     tcp.maxOutboundBytes = config.maxOutboundBytes
     tcp.delegate = conn
     headDeadlines.add(id.raw, dueMs: now.monoMs + config.headTimeoutMs)
+    startTLS(conn)
     metrics.connectionsAccepted.increment()
     metrics.connectionsOpen.record(connections.count)
     tcp.startReading()
@@ -417,6 +426,7 @@ public final class RelayServer {
 
   private func sweep() {
     let nowMs = now.monoMs
+    sweepTLS(nowMs: nowMs)
     for raw in headDeadlines.popDue(nowMs: nowMs) {
       guard let conn = connections[ConnectionID(raw)] else { continue }
       switch conn.phase {
@@ -484,3 +494,4 @@ final class CryptoIdentifiers: IdentifierSource {
 
 let SIGTERM_NUMBER: Int32 = 15
 let SIGINT_NUMBER: Int32 = 2
+let SIGHUP_NUMBER: Int32 = 1

@@ -35,6 +35,9 @@ public struct ServerConfig: Sendable {
   public var webhookURL: String?
   public var webhookSecret: String?
   public var core: CoreConfig
+  /// `--tls-cert` / `--tls-key` (PEM): with both, the listener speaks TLS only.
+  public var tlsCertFile: String?
+  public var tlsKeyFile: String?
   /// Cluster mode (contract §12); nil runs standalone.
   public var cluster: ClusterConfig?
 

@@ -62,6 +62,7 @@ final class ServerConnection: TCPConnectionDelegate {
   var acceptsFrames: Bool { isWebSocket && ws.state == .open }
 
   func connection(_ connection: TCPConnection, didRead bytes: UnsafeMutableRawBufferPointer) {
+    if let layer = connection.sealer as? TLSLayer { return server.didReadTLS(self, layer, bytes) }
     server.didRead(self, bytes)
   }
 

@@ -40,6 +40,8 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("hello-timeout"), help: "ms") var helloTimeout: Int?
   @Option(name: .customLong("webhook-url")) var webhookURL: String?
   @Option(name: .customLong("webhook-secret")) var webhookSecret: String?
+  @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve wss:// and https:// only.") var tlsCert: String?
+  @Option(name: .customLong("tls-key"), help: "PEM private key (ECDSA or RSA) of --tls-cert.") var tlsKey: String?
   @Option(help: "redis://[:PASSWORD@]HOST:PORT[/DB]: run as a node of a cluster sharing this Redis.") var redis: String?
   @Option(name: .customLong("node-id"), help: "This node's name in a cluster (default: random, logged).") var nodeId: String?
   @Option(name: .customLong("node-timeout"), help: "ms of silence after which a cluster node is dead") var nodeTimeout: Int?
@@ -48,6 +50,11 @@ struct Serve: ParsableCommand {
   func run() throws {
     var config = try makeConfig()
     let logger = makeLogger()
+    config.tlsCertFile = tlsCert ?? Env.string("tls-cert")
+    config.tlsKeyFile = tlsKey ?? Env.string("tls-key")
+    guard (config.tlsCertFile == nil) == (config.tlsKeyFile == nil) else {
+      throw ValidationError("--tls-cert and --tls-key go together")
+    }
     if let url = redis ?? Env.string("redis") {
       guard let address = RedisAddress(url: url) else {
         throw ValidationError("--redis wants redis://[:PASSWORD@]HOST:PORT[/DB], got \(url)")
@@ -72,7 +79,7 @@ struct Serve: ParsableCommand {
     do {
       try server.start()
     } catch {
-      logger.critical("cannot listen on \(config.host):\(config.port): \(error)")
+      logger.critical("cannot start on \(config.host):\(config.port): \(error)")
       throw ExitCode(1)
     }
     server.run()

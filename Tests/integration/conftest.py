@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -38,7 +39,8 @@ def free_port() -> int:
 class RelayProcess:
     """A running `relay serve` process on 127.0.0.1:<port>."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, tls_ca=None):
+        self.tls_ca = tls_ca  # a TLS relay (`--tls-cert`): probes and URLs use https/wss
         self.port = free_port()
         self.args = [relay_binary(), "serve", "--listen", f"127.0.0.1:{self.port}", *args]
         full_env = dict(os.environ)
@@ -52,11 +54,16 @@ class RelayProcess:
 
     @property
     def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls_ca else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}"
+        return f"{'wss' if self.tls_ca else 'ws'}://127.0.0.1:{self.port}"
+
+    def urlopen(self, url_or_request, timeout: float = 5):
+        """urllib's urlopen, trusting the relay's certificate when it speaks TLS."""
+        context = ssl.create_default_context(cafile=str(self.tls_ca)) if self.tls_ca else None
+        return urllib.request.urlopen(url_or_request, timeout=timeout, context=context)
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -65,7 +72,7 @@ class RelayProcess:
                 out = self.proc.stdout.read().decode(errors="replace") if self.proc.stdout else ""
                 raise RuntimeError(f"relay exited early ({self.proc.returncode}):\n{out}")
             try:
-                with urllib.request.urlopen(self.http + "/healthz", timeout=1) as r:
+                with self.urlopen(self.http + "/healthz", timeout=1) as r:
                     if r.status == 200:
                         return
             except OSError:
@@ -91,8 +98,8 @@ def relay_factory():
     """Start relays with custom flags; all are stopped at the end of the test."""
     started: list[RelayProcess] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> RelayProcess:
-        r = RelayProcess(list(args), env)
+    def start(*args: str, env: dict[str, str] | None = None, tls_ca=None) -> RelayProcess:
+        r = RelayProcess(list(args), env, tls_ca)
         started.append(r)
         return r
 

@@ -16,6 +16,7 @@ import hashlib
 import os
 import select
 import socket
+import ssl
 import struct
 import time
 from dataclasses import dataclass, field
@@ -155,6 +156,11 @@ class HTTPResponse:
         return [v for k, v in self.headers if k.lower() == name.lower()]
 
 
+# When set (an ssl.SSLContext), every RawClient speaks TLS: the conformance cases
+# then run against the relay's TLS listener.
+TLS_CONTEXT = None
+
+
 class RawClient:
     """One TCP connection driven byte by byte."""
 
@@ -178,6 +184,8 @@ class RawClient:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
         self.sock.settimeout(timeout)
         self.sock.connect((host, port))
+        if TLS_CONTEXT is not None:  # the same cases over wss:// (test_ws_conformance_tls.py)
+            self.sock = TLS_CONTEXT.wrap_socket(self.sock, server_hostname="localhost")
         self.buf = bytearray()
         self.eof: str | None = None  # "eof" or "reset" once the peer has closed
         self.handshake_response: HTTPResponse | None = None
@@ -234,6 +242,10 @@ class RawClient:
         except (ConnectionResetError, ConnectionAbortedError):
             self.eof = "reset"
             raise ConnectionClosed("reset", bytes(self.buf)) from None
+        except ssl.SSLError:
+            # Over TLS, a TCP end without close_notify (the relay's abrupt closes).
+            self.eof = "eof"
+            raise ConnectionClosed("eof", bytes(self.buf)) from None
         finally:
             self.sock.settimeout(self.timeout)
         if not data:

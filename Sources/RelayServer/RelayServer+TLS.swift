@@ -1,0 +1,111 @@
+import EventLoop
+import Logging
+import RelayCore
+import RelayCrypto
+
+/// One connection's TLS, as its socket's sealer: the loop encrypts everything queued
+/// in a turn in one batch at flush time (TCPConnection+Write.swift), and reads go
+/// through `RelayServer.didReadTLS` before the HTTP/WebSocket pipeline.
+final class TLSLayer: OutboundSealer {
+  let tls: TLSConnection
+  var counted = false
+
+  init(_ tls: TLSConnection) { self.tls = tls }
+
+  func seal(_ plaintext: UnsafeRawBufferPointer) { tls.seal(plaintext) }
+  func closing() { tls.close() }
+  func takeSealed() -> [UInt8]? { tls.takeOutput() }
+}
+
+/// TLS on the listener (protocol/ §1, `--tls-cert`/`--tls-key`).
+extension RelayServer {
+  /// Loads the certificate chain and key named by the config; throws on a bad pair.
+  func loadTLS() throws {
+    guard let cert = config.tlsCertFile, let key = config.tlsKeyFile else { return }
+    tlsContext = try TLSContext(certificateChain: cert, privateKey: key)
+  }
+
+  /// SIGHUP: a new pair for new connections; a bad one is refused and the old one
+  /// stays in force. Connections already up keep the pair they started with.
+  func reloadTLS() {
+    guard let cert = config.tlsCertFile, let key = config.tlsKeyFile else { return }
+    do {
+      tlsContext = try TLSContext(certificateChain: cert, privateKey: key)
+      tlsStats.reloads += 1
+      logger.notice("TLS certificate reloaded", metadata: ["cert": "\(cert)"])
+    } catch {
+      tlsStats.reloadFailures += 1
+      logger.error("TLS reload refused; the previous certificate stays in force", metadata: ["error": "\(error)"])
+    }
+  }
+
+  /// A new socket speaks TLS first: its handshake must end within `--hello-timeout`.
+  func startTLS(_ conn: ServerConnection) {
+    guard let context = tlsContext else { return }
+    conn.tcp.sealer = TLSLayer(TLSConnection(context: context))
+    tlsDeadlines.add(conn.id.raw, dueMs: now.monoMs + config.core.helloTimeoutMs)
+  }
+
+  /// Ciphertext in: plaintext goes on into the HTTP/WebSocket pipeline; handshake
+  /// output is flushed at the end of the turn; a failure closes this connection only.
+  func didReadTLS(_ conn: ServerConnection, _ layer: TLSLayer, _ bytes: UnsafeMutableRawBufferPointer) {
+    let tls = layer.tls
+    tls.receive(UnsafeRawBufferPointer(bytes)) { plaintext in
+      guard !conn.tcp.isClosed else { return }
+      didRead(conn, UnsafeMutableRawBufferPointer(mutating: plaintext))
+    }
+    if tls.hasOutput { conn.tcp.flushSoon() }
+    switch tls.state {
+    case .handshaking:
+      break
+    case .established:
+      if !layer.counted {
+        layer.counted = true
+        tlsStats.handshakes += 1
+      }
+    case .closed:
+      conn.tcp.shutdown()  // close_notify answered, then FIN
+    case .failed(let error):
+      tlsFailed(conn, layer, error.label, error.description)
+    }
+  }
+
+  func tlsFailed(_ conn: ServerConnection, _ layer: TLSLayer, _ reason: String, _ detail: String) {
+    if !layer.counted {
+      layer.counted = true
+      tlsStats.failures[reason, default: 0] += 1
+      logger.debug("TLS handshake failed", metadata: ["reason": "\(reason)", "detail": "\(detail)"])
+    }
+    conn.closedCleanly = false
+    conn.tcp.shutdown()  // the alert (if any) goes out, no close_notify after a failure
+  }
+
+  /// The sweep's TLS part: a handshake not done within `--hello-timeout` ends.
+  func sweepTLS(nowMs: Int64) {
+    for raw in tlsDeadlines.popDue(nowMs: nowMs) {
+      guard let conn = connections[ConnectionID(raw)], let layer = conn.tcp.sealer as? TLSLayer,
+        layer.tls.state == .handshaking
+      else { continue }
+      tlsFailed(conn, layer, "timeout", "handshake not done within the hello timeout")
+      conn.tcp.close()
+    }
+  }
+
+  func refreshTLSMetrics() {
+    guard tlsContext != nil else { return }
+    metrics.mirrorCounter("relay_tls_handshakes_total", tlsStats.handshakes)
+    for (reason, n) in tlsStats.failures.sorted(by: { $0.key < $1.key }) {
+      metrics.mirrorCounter("relay_tls_handshake_failures_total", labels: [("reason", reason)], n)
+    }
+    metrics.mirrorCounter("relay_tls_reloads_total", tlsStats.reloads)
+    metrics.mirrorCounter("relay_tls_reload_failures_total", tlsStats.reloadFailures)
+  }
+}
+
+/// TLS counters for `/metrics`.
+struct TLSStats {
+  var handshakes: UInt64 = 0
+  var failures: [String: UInt64] = [:]
+  var reloads: UInt64 = 0
+  var reloadFailures: UInt64 = 0
+}
