@@ -93,6 +93,9 @@ public final class TLSConnection {
   public private(set) var state = State.handshaking
   /// Bytes received before the handshake finished, to tell plain HTTP from TLS.
   private var firstBytes: [UInt8] = []
+  /// Plaintext sealed before the handshake finished (a client's HTTP request),
+  /// encrypted as soon as it does.
+  private var early: [UInt8] = []
 
   /// `serverName`: for a client, the name sent as SNI and verified against the
   /// certificate; nil for a server.
@@ -113,8 +116,13 @@ public final class TLSConnection {
     } else {
       SSL_set_connect_state(ssl)
       if let serverName {
-        _ = relay_tls_set_sni(ssl, serverName)
-        _ = SSL_set1_host(ssl, serverName)
+        if serverName.contains(":") || serverName.allSatisfy({ $0.isNumber || $0 == "." }) {
+          // An IP literal: verified against the certificate's IP names; no SNI (RFC 6066 §3).
+          _ = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), serverName)
+        } else {
+          _ = relay_tls_set_sni(ssl, serverName)
+          _ = SSL_set1_host(ssl, serverName)
+        }
       }
       _ = relay_tls_offer_http11(ssl)
       drive()  // ClientHello
@@ -153,6 +161,10 @@ public final class TLSConnection {
   /// `takeOutput` calls still make one socket write). False after a failure or close.
   @discardableResult
   public func seal(_ plaintext: UnsafeRawBufferPointer) -> Bool {
+    if state == .handshaking {
+      early.append(contentsOf: plaintext)
+      return true
+    }
     guard state == .established else { return false }
     guard plaintext.count > 0 else { return true }
     ERR_clear_error()
@@ -191,6 +203,11 @@ public final class TLSConnection {
     if r == 1 {
       state = .established
       firstBytes = []
+      if !early.isEmpty {
+        let pending = early
+        early = []
+        pending.withUnsafeBytes { _ = seal($0) }
+      }
       return
     }
     let e = SSL_get_error(ssl, r)

@@ -151,8 +151,8 @@ final class Bot {
     c.stallMs = 2 * UInt64(ctx.heartbeatIntervalMs)
     let url = ctx.options.urls[urlIndex]
     switch ctx.options.wire {
-    case .relay: c.open(url: url, path: url.path, subprotocol: "relay.v1", source: index)
-    case .broadcast: c.open(url: url, path: "/" + session, subprotocol: nil, source: index)
+    case .relay: c.open(url: url, path: url.path, subprotocol: "relay.v1", source: index, tls: ctx.options.tls)
+    case .broadcast: c.open(url: url, path: "/" + session, subprotocol: nil, source: index, tls: ctx.options.tls)
     }
   }
 

@@ -21,6 +21,8 @@ final class BotConnection {
   private var tcp: TCPConnection?
   private var ws: WebSocketConnection
   private var handshake: ClientHandshake?
+  /// `wss://`: the TLS layer under the WebSocket codec (its socket's sealer).
+  private var tls: TLSConnection?
   private var ended = false
   private var upgraded = false
   /// Inside `ws.receive`: the codec is being mutated, so sends wait in
@@ -64,7 +66,8 @@ final class BotConnection {
     ws = WebSocketConnection(role: .client, maxMessageBytes: maxMessageBytes, maskSeed: seed)
   }
 
-  func open(url: WebSocketURL, path: String, subprotocol: String?, source index: Int) {
+  func open(url: WebSocketURL, path: String, subprotocol: String?, source index: Int, tls context: TLSContext? = nil) {
+    if url.secure, let context { tls = TLSConnection(context: context, serverName: url.serverName, isServer: false) }
     let hs = ClientHandshake(host: url.host, port: url.port, path: path, subprotocol: subprotocol)
     handshake = hs
     stats.connectsStarted += 1
@@ -87,7 +90,12 @@ final class BotConnection {
     guard !ended else { c.close(); return }
     tcp = c
     stats.openSockets += 1
-    c.onRead = { [weak self] bytes in self?.received(bytes) }
+    if let tls {
+      c.sealer = ClientTLSLayer(tls)
+      c.onRead = { [weak self] bytes in self?.receivedTLS(bytes) }
+    } else {
+      c.onRead = { [weak self] bytes in self?.received(bytes) }
+    }
     // `stats` is captured strongly: the socket may outlive this object while
     // the server finishes closing it, and must still be counted as closed.
     c.onClose = { [weak self, stats] reason in
@@ -96,6 +104,18 @@ final class BotConnection {
     }
     c.startReading()
     _ = c.write(request)
+  }
+
+  /// Ciphertext in: the plaintext goes the same way as a plain socket's reads.
+  private func receivedTLS(_ bytes: UnsafeRawBufferPointer) {
+    guard let tls, let tcp else { return }
+    tls.receive(bytes) { [unowned self] plaintext in self.received(UnsafeRawBufferPointer(plaintext)) }
+    if tls.hasOutput { tcp.flushSoon() }
+    if case .failed(let e) = tls.state, !ended {
+      stats.connectFailures += 1
+      finish(ConnectionEnd(code: nil, reason: "tls: \(e)", initiatedByPeer: true))
+      tcp.close()
+    }
   }
 
   private func received(_ bytes: UnsafeRawBufferPointer) {
@@ -222,4 +242,14 @@ final class BotConnection {
     onText = nil
     callback?(end)
   }
+}
+
+/// A bot's TLS as its socket's sealer: what the bot writes in a turn is sealed in
+/// one batch at flush time, as on the relay's side.
+private final class ClientTLSLayer: OutboundSealer {
+  let tls: TLSConnection
+  init(_ tls: TLSConnection) { self.tls = tls }
+  func seal(_ plaintext: UnsafeRawBufferPointer) { tls.seal(plaintext) }
+  func closing() { tls.close() }
+  func takeSealed() -> [UInt8]? { tls.takeOutput() }
 }

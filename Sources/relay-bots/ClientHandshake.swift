@@ -9,10 +9,20 @@ struct WebSocketURL {
   var host: String
   var port: Int
   var path: String
+  /// `wss://`: TLS to the relay (protocol/ §1).
+  var secure: Bool
+  /// The host as written, for TLS name checks (`host` may have become an IP).
+  var serverName: String
 
   init?(_ text: String) {
-    guard text.hasPrefix("ws://") else { return nil }
-    let rest = text.dropFirst(5)
+    if text.hasPrefix("wss://") {
+      secure = true
+    } else if text.hasPrefix("ws://") {
+      secure = false
+    } else {
+      return nil
+    }
+    let rest = text.dropFirst(secure ? 6 : 5)
     let slash = rest.firstIndex(of: "/") ?? rest.endIndex
     let authority = rest[..<slash]
     path = slash == rest.endIndex ? "/" : String(rest[slash...])
@@ -22,8 +32,9 @@ struct WebSocketURL {
       port = p
     } else {
       host = String(authority)
-      port = 80
+      port = secure ? 443 : 80
     }
+    serverName = host
     if host == "localhost" { host = "127.0.0.1" }
     guard !host.isEmpty else { return nil }
   }

@@ -2,6 +2,7 @@
 // broadcast server) and report; `list` the shipped scenarios.
 
 import ArgumentParser
+import RelayCrypto
 import EventLoop
 import Foundation
 
@@ -60,6 +61,12 @@ struct Run: ParsableCommand {
   @Option(help: "Log every message one bot (by uid, e.g. u3) sends and receives, to stderr.")
   var trace: String?
 
+  @Option(help: "PEM file of the CA (or self-signed certificate) to trust for wss:// URLs.")
+  var ca: String?
+
+  @Flag(help: "wss:// without verifying the relay's certificate (self-signed test setups).")
+  var insecure = false
+
   @Flag(help: "No live progress line.")
   var quiet = false
 
@@ -71,7 +78,7 @@ struct Run: ParsableCommand {
   func validate() throws {
     guard !url.isEmpty else { throw ValidationError("give --url at least once") }
     for u in url where WebSocketURL(u) == nil {
-      throw ValidationError("--url must look like ws://127.0.0.1:8080/v1/ws (got \(u))")
+      throw ValidationError("--url must look like ws://127.0.0.1:8080/v1/ws or wss://… (got \(u))")
     }
     guard WireProtocol(rawValue: wire) != nil else { throw ValidationError("--protocol is relay or broadcast") }
     if wire == "relay" && dev == (secret != nil) { throw ValidationError("give exactly one of --dev or --secret") }
@@ -98,6 +105,13 @@ struct Run: ParsableCommand {
     options.progress = !quiet
     options.traceUid = trace
     options.fault = fault.flatMap(Fault.init)
+    if options.urls.contains(where: \.secure) {
+      do {
+        options.tls = try TLSContext(clientWithCA: ca, verify: !insecure)
+      } catch {
+        throw ValidationError("--ca: \(error)")
+      }
+    }
     let failures = try RunCommand.execute(scenario: scenario, options: options, jsonPath: json)
     if failures > 0 { throw ExitCode(1) }
   }

@@ -1,3 +1,4 @@
+import RelayCrypto
 // State shared by every bot of one run: options, counters, checks, ledgers and
 // a seeded random source. One instance, owned by the engine, used only from
 // the loop thread (bots hold it strongly: it holds no bot, so no cycle).
@@ -39,6 +40,8 @@ struct RunOptions {
   var traceUid: String?
   /// Test-only fault injection (`--fault`): proves the checks still fail.
   var fault: Fault?
+  /// For `wss://` URLs: the client TLS context (`--ca`, `--insecure`).
+  var tls: TLSContext?
 }
 
 /// Every `every`th message event a bot receives is discarded before any
