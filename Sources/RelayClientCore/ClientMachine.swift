@@ -37,6 +37,9 @@ public struct ClientMachine: Sendable {
     public var calls: [String: Call] = [:]
     /// The user the relay identified (from `welcome.user`).
     public var user: CallUser?
+
+    /// Disconnected, nothing joined.
+    public init() {}
   }
 
   enum PendingKind: Sendable {

@@ -115,14 +115,6 @@ public struct SessionState: Sendable, Equatable, Identifiable {
   }
 }
 
-/// `audio` or `video` (§9).
-public enum CallType: String, Sendable, Equatable {
-  /// Audio only.
-  case audio
-  /// Audio and video.
-  case video
-}
-
 /// Which side of a call this client is on.
 public enum CallDirection: String, Sendable, Equatable {
   /// This user initiated it.
