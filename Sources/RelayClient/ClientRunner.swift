@@ -12,6 +12,9 @@ enum RunnerInput: Sendable {
   case background(Bool)
   /// Kill the socket without a close frame, as a network failure would (tests).
   case dropConnection
+  /// Kill the socket without a close frame and stop, as a device that vanished
+  /// (tests: the relay sees the user lost, then timed out).
+  case abandon
   /// The client is gone: close everything and end the thread.
   case shutdown
 }
@@ -62,6 +65,9 @@ final class ClientRunner {
       apply(machine.command(command, requestID: requestID, nowMs: now))
     case .background(let value): apply(machine.setBackground(value, nowMs: now))
     case .dropConnection: wire?.drop()
+    case .abandon:
+      wire?.close(code: nil)
+      apply(machine.disconnect(nowMs: now), alwaysDeliver: true)
     case .shutdown: apply(machine.disconnect(nowMs: now))
     }
   }

@@ -167,4 +167,7 @@ extension RelayClient {
   /// Kills the socket without a close frame, as a network failure would: the client
   /// reconnects and resumes. For tests of the resume path.
   func dropConnectionForTesting() { post(.dropConnection) }
+
+  /// Kills the socket without a close frame and stops, as a device that vanished.
+  func abandonForTesting() { post(.abandon) }
 }
