@@ -1,0 +1,97 @@
+// RelayClient against the real relay: token auth, final close codes, and the
+// resume after a killed socket with nothing lost and nothing duplicated (§8).
+
+import Foundation
+import Testing
+
+@testable import RelayClient
+
+@Suite(.serialized) struct ConnectionLiveTests {
+  @Test("token auth connects; a bad token is closed 4501 and not retried")
+  func tokenAuth() async throws {
+    let relay = try RelayProcess(["--secret", "s3cret"])
+    let token = try RelayProcess.token(secret: "s3cret", sub: "alice", name: "Alice", role: "host")
+    let (alice, _) = makeClient(relay, .token(token))
+    try await alice.connect()
+    #expect(alice.state.user == CallUser(uid: "alice", name: "Alice"))
+    try await alice.joinSession(sessionID: "room")
+
+    let (mallory, rm) = makeClient(relay, .token("not-a-jwt"))
+    do {
+      try await mallory.connect()
+      Issue.record("a bad token connected")
+    } catch { #expect(error == .closed(code: 4501)) }
+    #expect(rm.all == ["connectionClosed 4501"])
+    #expect(mallory.connectionState == .closed)
+    // Commands after a final close fail at once instead of queueing.
+    do {
+      try await mallory.joinSession(sessionID: "room")
+      Issue.record("joined while closed")
+    } catch { #expect(error == .closed(code: 4501) || error == .notConnected) }
+
+    // Dev identities are refused when the relay has a secret.
+    let (devClient, _) = makeClient(relay, dev("eve"))
+    do {
+      try await devClient.connect()
+      Issue.record("dev hello accepted by a relay with a secret")
+    } catch { #expect(error == .closed(code: 4501)) }
+    relay.stop()
+  }
+
+  @Test("a killed socket: lost, reconnect, resume; every message once and in seq order")
+  func resumeAfterKill() async throws {
+    let relay = try RelayProcess(["--grace", "10000", "--message-rate", "1000", "--heartbeat-interval", "500", "--heartbeat-timeout", "2000"])
+    let (alice, ra) = makeClient(relay, dev("alice"))
+    let (bob, rb) = makeClient(relay, dev("bob"))
+    try await alice.connect()
+    try await bob.connect()
+    try await alice.joinSession(sessionID: "room")
+    try await bob.joinSession(sessionID: "room")
+    try await bob.raiseHand(sessionID: "room")
+    for n in 1...5 { post(alice, n) }
+    await rb.wait(10, "first messages") { $0.filter { $0.hasPrefix("message room") }.count == 5 }
+
+    bob.dropConnectionForTesting()
+    await rb.wait(for: "connectionLost")
+    for n in 6...30 { post(alice, n) }
+    await rb.wait(for: "connectionRestored")
+    await rb.wait(10, "all messages") { $0.filter { $0.hasPrefix("message room") }.count >= 30 }
+    await ra.wait(for: "participantRestored room bob")
+    #expect(ra.all.contains("participantLost room bob"))
+
+    let lines = rb.all.filter { $0.hasPrefix("message room alice") }
+    #expect(lines == (1...30).map { "message room alice \($0)" })
+    // Strictly increasing: no duplicate from the replay (the gaps are bob's own
+    // participant.lost / participant.restored, replayed to him too, §8).
+    let seqs = rb.seqs
+    #expect(zip(seqs, seqs.dropFirst()).allSatisfy { $0 < $1 })
+    #expect(bob.connectionState == .connected)
+    await rb.wait(10, "same seq") { _ in
+      bob.state.sessions["room"]?.seq == alice.state.sessions["room"]?.seq
+    }
+    #expect(bob.state.raisedHands(in: "room").map(\.uid) == ["bob"])
+    relay.stop()
+  }
+
+  @Test("a relay restart: reconnect with backoff, resumed false, sessions re-joined")
+  func relayRestart() async throws {
+    var relay = try RelayProcess([])
+    let port = relay.port
+    let (bob, rb) = makeClient(relay, dev("bob"))
+    try await bob.connect()
+    try await bob.joinSession(sessionID: "room")
+    relay.stop()
+    await rb.wait(for: "connectionLost")
+    #expect(bob.connectionState == .reconnecting)
+    relay = try RelayProcess([], port: port)
+    await rb.wait(30, "restored") { $0.contains("connectionRestored") }
+    await rb.wait(10, "re-joined") { $0.filter { $0 == "sessionJoined room" }.count == 2 }
+    #expect(bob.state.participants(in: "room").map(\.uid) == ["bob"])
+    relay.stop()
+  }
+}
+
+/// The fire-and-forget `sendMessage` (a sync context picks the sync overload).
+private func post(_ client: RelayClient, _ n: Int) {
+  client.sendMessage(.object(JSONObject([("n", .number(JSONNumber(n)))])), sessionID: "room")
+}
