@@ -15,7 +15,6 @@
     private let lock = NSLock()
     private var inbox: [RunnerInput] = []
     private var sender: AsyncWakeupSender?
-    private var finished = false
 
     /// Starts the thread; `makeRunner` runs on it.
     init(endpoint: WebSocketEndpoint, makeRunner: @escaping @Sendable () -> ClientRunner) {
@@ -64,9 +63,6 @@
       drain()  // inputs posted before the sender existed
       loop.run()
       loop.close()
-      lock.lock()
-      finished = true
-      lock.unlock()
     }
   }
 
