@@ -57,6 +57,9 @@ final class ClientRunner {
 
   private var now: Int64 { wire?.nowMs ?? 0 }
 
+  /// True between `welcome` and the next drop.
+  var isConnected: Bool { machine.connectionState == .connected }
+
   func handle(_ input: RunnerInput) {
     switch input {
     case .connect: apply(machine.connect(nowMs: now), alwaysDeliver: true)
