@@ -2,6 +2,7 @@
 // resume after a killed socket with nothing lost and nothing duplicated (§8).
 
 import Foundation
+import Synchronization
 import Testing
 
 @testable import RelayClient
@@ -73,6 +74,31 @@ import Testing
     relay.stop()
   }
 
+  @Test("callbacks and replies run on the queue the app chose, never on the I/O thread")
+  func callbackQueue() async throws {
+    let relay = try RelayProcess([])
+    let key = DispatchSpecificKey<String>()
+    let queue = DispatchQueue(label: "app.callbacks")
+    queue.setSpecific(key: key, value: "app")
+    let client = RelayClient(url: relay.url, auth: dev("alice"), callbackQueue: queue)
+    let probe = QueueProbe(key: key)
+    client.addSessionStatusListener(id: "p", probe)
+    client.addParticipantEventListener(id: "p", probe)
+    try await client.connect()
+    try await client.joinSession(sessionID: "room")
+    try await client.raiseHand(sessionID: "room")
+    await probe.recorder.wait(for: "handRaised room alice")
+    #expect(probe.offQueue.withLock { $0 } == 0)
+    client.removeParticipantEventListener(id: "p")
+    try await client.lowerHand(sessionID: "room")
+    try await client.sendMessage(.string("after removal"), sessionID: "room")
+    await probe.recorder.wait(10, "no more participant events") { _ in
+      client.state.raisedHands(in: "room").isEmpty
+    }
+    #expect(!probe.recorder.all.contains { $0.hasPrefix("message") })
+    relay.stop()
+  }
+
   @Test("a relay restart: reconnect with backoff, resumed false, sessions re-joined")
   func relayRestart() async throws {
     var relay = try RelayProcess([])
@@ -94,4 +120,21 @@ import Testing
 /// The fire-and-forget `sendMessage` (a sync context picks the sync overload).
 private func post(_ client: RelayClient, _ n: Int) {
   client.sendMessage(.object(JSONObject([("n", .number(JSONNumber(n)))])), sessionID: "room")
+}
+
+/// Records callbacks and counts those that ran off the expected queue.
+private final class QueueProbe: SessionStatusListener, ParticipantEventListener, @unchecked Sendable {
+  let key: DispatchSpecificKey<String>
+  let recorder = Recorder()
+  let offQueue = Mutex(0)
+  init(key: DispatchSpecificKey<String>) { self.key = key }
+  private func check(_ line: String) {
+    if DispatchQueue.getSpecific(key: key) != "app" || Thread.current.name == "RelayClient I/O" {
+      offQueue.withLock { $0 += 1 }
+    }
+    recorder.record(line)
+  }
+  func onSessionJoined(_ session: SessionState) { check("sessionJoined \(session.id)") }
+  func onParticipantHandRaised(_ hand: RaisedHand, sessionID: String) { check("handRaised \(sessionID) \(hand.uid)") }
+  func onMessageReceived(_ m: RelayMessage, sessionID: String) { check("message") }
 }
