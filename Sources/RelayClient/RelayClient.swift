@@ -56,7 +56,9 @@ public final class RelayClient: @unchecked Sendable {
   private var participantListeners: [(id: String, listener: any ParticipantEventListener)] = []
   private var callListeners: [(id: String, listener: any CallListener)] = []
 
-  /// Creates a client; nothing happens until `connect()`.
+  /// Creates a client; nothing happens until `connect()`. On Linux `url` must be
+  /// `ws://` (the Linux transport has no TLS yet); host names are resolved at each
+  /// connection attempt.
   public init(
     url: URL, auth: RelayAuth, options: RelayClientOptions = RelayClientOptions(),
     callbackQueue: DispatchQueue? = nil
@@ -72,6 +74,9 @@ public final class RelayClient: @unchecked Sendable {
       configuration.sendsAppPings = true
       self.callbackQueue = callbackQueue ?? .main
     #else
+      // A programmer error, caught at construction rather than at the first connect.
+      precondition(
+        WebSocketEndpoint(url) != nil, "RelayClient on Linux speaks ws:// (no TLS yet); got \(url)")
       self.callbackQueue = callbackQueue ?? DispatchQueue(label: "RelayClient.callbacks")
     #endif
     self.configuration = configuration
@@ -195,9 +200,7 @@ public final class RelayClient: @unchecked Sendable {
         ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
       }
     #else
-      guard let endpoint = WebSocketEndpoint(url) else {
-        preconditionFailure("RelayClient on Linux speaks ws:// to an IP address or localhost: \(url)")
-      }
+      let endpoint = WebSocketEndpoint(url)!  // checked in init
       return LoopThreadHandle(
         LoopThread(endpoint: endpoint) {
           ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
