@@ -17,11 +17,14 @@ enum Decoding {
     return RaisedHand(uid: uid, name: o.str("name") ?? uid, raisedAt: o.int("raisedAt") ?? 0)
   }
 
-  /// A `session.joined` message as a `SessionState`; `hands` keeps the server's order.
+  /// A `session.joined` message as a `SessionState`. `hands` keeps the server's
+  /// order (the queue, §7); `participants` carry no order on the wire, so they are
+  /// put in join order (`joinedAt`, ties in wire order) for a stable UI.
   static func session(_ m: JSONObject) -> SessionState? {
     guard let id = m.str("session"), let seq = m.int("seq") else { return nil }
     let me = m["self"]?.objectValue.flatMap(participant)
     let people = (m["participants"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(participant) }
+      .enumerated().sorted { ($0.element.joinedAt, $0.offset) < ($1.element.joinedAt, $1.offset) }.map(\.element)
     let hands = (m["hands"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(hand) }
     return SessionState(id: id, seq: seq, selfUID: me?.uid ?? "", participants: people, hands: hands)
   }

@@ -24,7 +24,7 @@ import Testing
     await ra.wait(for: "participantJoined room carol")
     await rb.wait(for: "participantJoined room carol")
     #expect(rc.all.contains("sessionJoined room"))
-    #expect(carol.state.participants(in: "room").map(\.uid) == ["alice", "bob", "carol"])
+    #expect(Set(carol.state.participants(in: "room").map(\.uid)) == ["alice", "bob", "carol"])
 
     // §7: queue order is raise order; a re-raise after lowering goes to the back.
     try await bob.raiseHand(sessionID: "room")
@@ -36,6 +36,14 @@ import Testing
     }
     for c in [alice, bob, carol] { #expect(c.state.raisedHands(in: "room").map(\.uid) == ["carol", "bob"]) }
     #expect(ra.all.contains("handLowered room bob self"))
+    // A late joiner's snapshot lists the hands in queue order (§7).
+    let (dave, _) = makeClient(relay, dev("dave"))
+    try await dave.connect()
+    try await dave.joinSession(sessionID: "room")
+    let late = dave.state.raisedHands(in: "room")
+    #expect(late.map(\.uid) == ["carol", "bob"])
+    #expect(late[0].raisedAt <= late[1].raisedAt)
+    try await dave.leaveSession(sessionID: "room")
 
     // Participants act only on themselves; hosts may lower others (§3, §7).
     do {
