@@ -10,6 +10,7 @@ enum RunnerInput: Sendable {
   case disconnect
   case command(ClientCommand, requestID: UInt64?)
   case background(Bool)
+  case auth(RelayAuth)
   /// Kill the socket without a close frame, as a network failure would (tests).
   case dropConnection
   /// Kill the socket without a close frame and stop, as a device that vanished
@@ -67,6 +68,7 @@ final class ClientRunner {
     case .command(let command, let requestID):
       apply(machine.command(command, requestID: requestID, nowMs: now))
     case .background(let value): apply(machine.setBackground(value, nowMs: now))
+    case .auth(let auth): machine.setAuth(auth)
     case .dropConnection: wire?.drop()
     case .abandon:
       wire?.close(code: nil)

@@ -38,8 +38,8 @@ public struct RelayClientOptions: Sendable {
 public final class RelayClient: @unchecked Sendable {
   /// The relay's WebSocket URL (`…/v1/ws`).
   public let url: URL
-  /// The identity sent in `hello`.
-  public let auth: RelayAuth
+  /// The identity sent in the next `hello` (see `updateAuth(_:)`).
+  public var auth: RelayAuth { lock.withLock { currentAuth } }
   /// Where callbacks run: the main queue by default on Apple platforms, a private
   /// serial queue on Linux.
   public let callbackQueue: DispatchQueue
@@ -47,6 +47,7 @@ public final class RelayClient: @unchecked Sendable {
   public let state = RelayClientState()
 
   private let lock = NSLock()
+  private var currentAuth: RelayAuth
   private var transport: (any TransportHandle)?
   private let configuration: ClientConfiguration
   private var nextRequestID: UInt64 = 1
@@ -64,7 +65,7 @@ public final class RelayClient: @unchecked Sendable {
     callbackQueue: DispatchQueue? = nil
   ) {
     self.url = url
-    self.auth = auth
+    currentAuth = auth
     var configuration = ClientConfiguration(auth: auth)
     configuration.backoffBaseMs = options.backoffBaseMs
     configuration.backoffCapMs = options.backoffCapMs
@@ -119,6 +120,14 @@ public final class RelayClient: @unchecked Sendable {
   /// longer background grace. Remembered across reconnects.
   public func setBackground(_ isBackground: Bool) {
     post(.background(isBackground))
+  }
+
+  /// Replaces the identity for the next connection attempt: after the relay closed
+  /// with 4501 (bad or expired token), fetch a new token, call this, then
+  /// `connect()`. A token about to expire can be swapped in ahead of time too.
+  public func updateAuth(_ auth: RelayAuth) {
+    lock.withLock { currentAuth = auth }
+    post(.auth(auth))
   }
 
   // MARK: - Listeners

@@ -57,7 +57,7 @@ public struct ClientMachine: Sendable {
   /// The state the app sees.
   public internal(set) var snapshot = Snapshot()
   /// The configuration in force.
-  public let configuration: ClientConfiguration
+  public private(set) var configuration: ClientConfiguration
   var random: SeededRandom
   /// Failed attempts since the last `welcome` (the backoff exponent).
   public internal(set) var attempt = 0
@@ -151,6 +151,13 @@ public struct ClientMachine: Sendable {
       send(command, requestID: requestID)
     }
     return flush()
+  }
+
+  /// Replaces the identity used by the next `hello`, e.g. a fresh token after the
+  /// relay closed with 4501 (§14: "get a new token; do not retry blindly"). The
+  /// current connection is left as it is.
+  public mutating func setAuth(_ auth: RelayAuth) {
+    configuration.auth = auth
   }
 
   /// Tells the relay the app goes to (or leaves) the background (§5): the relay then

@@ -25,11 +25,18 @@ import Testing
     } catch { #expect(error == .closed(code: 4501)) }
     #expect(rm.all == ["connectionClosed 4501"])
     #expect(mallory.connectionState == .closed)
-    // Commands after a final close fail at once instead of queueing.
+    // §14: 4501 means "get a new token", after which connecting works.
+    let fresh = try RelayProcess.token(secret: "s3cret", sub: "mallory", name: "Mallory")
+    mallory.updateAuth(.token(fresh))
+    try await mallory.connect()
+    #expect(mallory.state.user?.uid == "mallory")
+    mallory.disconnect()
+    await rm.wait(for: "connectionClosed 1000")
+    // Commands after a final close or a disconnect fail at once instead of queueing.
     do {
       try await mallory.joinSession(sessionID: "room")
-      Issue.record("joined while closed")
-    } catch { #expect(error == .closed(code: 4501) || error == .notConnected) }
+      Issue.record("joined while disconnected")
+    } catch { #expect(error == .notConnected) }
 
     // Dev identities are refused when the relay has a secret.
     let (devClient, _) = makeClient(relay, dev("eve"))
