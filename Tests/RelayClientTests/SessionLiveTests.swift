@@ -78,6 +78,23 @@ import Testing
     relay.stop()
   }
 
+  @Test("a client the app lets go of shuts down with a close frame (a leave, not a loss)")
+  func releasedClientLeaves() async throws {
+    let relay = try RelayProcess([])
+    let (alice, ra) = makeClient(relay, dev("alice"))
+    try await alice.connect()
+    try await alice.joinSession(sessionID: "room")
+    var bob: RelayClient? = RelayClient(url: relay.url, auth: dev("bob"))
+    try await bob?.connect()
+    try await bob?.joinSession(sessionID: "room")
+    await ra.wait(for: "participantJoined room bob")
+    bob = nil
+    // §5: a clean close is a leave, not a loss.
+    await ra.wait(for: "participantLeft room bob left")
+    #expect(!ra.all.contains("participantLost room bob"))
+    relay.stop()
+  }
+
   @Test("idle warning, session timeout, participant lost then timed out")
   func timeouts() async throws {
     let relay = try RelayProcess([
