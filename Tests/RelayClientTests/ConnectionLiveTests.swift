@@ -5,6 +5,10 @@ import Foundation
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 @testable import RelayClient
 
 @Suite(.serialized) struct ConnectionLiveTests {
@@ -107,6 +111,30 @@ import Testing
     relay.stop()
   }
 
+  @Test("reconnect attempts against a dead endpoint stay within the full-jitter bounds")
+  func backoffBoundsLive() async throws {
+    let endpoint = try RefusingEndpoint()
+    var options = RelayClientOptions()
+    options.backoffBaseMs = 200
+    options.backoffCapMs = 1_000
+    let client = RelayClient(
+      url: URL(string: "ws://127.0.0.1:\(endpoint.port)/v1/ws")!, auth: dev("alice"), options: options)
+    startConnecting(client)
+    let attempts = 7
+    #expect(endpoint.waitForAccepts(attempts, seconds: 20))
+    let times = endpoint.acceptTimes
+    #expect(client.connectionState == .connecting)
+    client.disconnect()
+    endpoint.stop()
+    // Attempt n+1 follows attempt n after random(0, min(cap, base · 2ⁿ)); 250 ms of
+    // slack for scheduling on a loaded machine.
+    for n in 0..<(attempts - 1) {
+      let gapMs = (times[n + 1] - times[n]) * 1_000
+      let bound = Double(min(1_000, 200 << n))
+      #expect(gapMs <= bound + 250, "gap \(n) was \(Int(gapMs)) ms, bound \(Int(bound)) ms")
+    }
+  }
+
   @Test("a relay restart: reconnect with backoff, resumed false, sessions re-joined")
   func relayRestart() async throws {
     var relay = try RelayProcess([])
@@ -146,3 +174,62 @@ private final class QueueProbe: SessionStatusListener, ParticipantEventListener,
   func onParticipantHandRaised(_ hand: RaisedHand, sessionID: String) { check("handRaised \(sessionID) \(hand.uid)") }
   func onMessageReceived(_ m: RelayMessage, sessionID: String) { check("message") }
 }
+
+/// A loopback port that accepts TCP connections and closes them at once, recording
+/// when each arrived: every WebSocket attempt fails as a dead relay would.
+private final class RefusingEndpoint: @unchecked Sendable {
+  let port: Int
+  private let fd: Int32
+  private let condition = NSCondition()
+  private var times: [Double] = []
+
+  init() throws {
+    let sock = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &addr) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(sock, $0, len) == 0 && getsockname(sock, $0, &len) == 0 }
+    }
+    guard bound, listen(sock, 16) == 0 else {
+      close(sock)
+      throw RelayTestError("cannot listen")
+    }
+    fd = sock
+    port = Int(UInt16(bigEndian: addr.sin_port))
+    let thread = Thread { [self] in self.acceptLoop() }
+    thread.start()
+  }
+
+  /// Unblocks `accept`; the accept thread then closes the socket and ends.
+  func stop() { shutdown(fd, Int32(SHUT_RDWR)) }
+
+  private func acceptLoop() {
+    while true {
+      let client = accept(fd, nil, nil)
+      guard client >= 0 else {
+        close(fd)
+        return
+      }
+      close(client)
+      condition.withLock {
+        times.append(Date().timeIntervalSince1970)
+        condition.broadcast()
+      }
+    }
+  }
+
+  var acceptTimes: [Double] { condition.withLock { times } }
+
+  func waitForAccepts(_ count: Int, seconds: Double) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    condition.lock()
+    defer { condition.unlock() }
+    while times.count < count { if !condition.wait(until: deadline) { break } }
+    return times.count >= count
+  }
+}
+
+/// The non-waiting `connect()` (a sync context picks the sync overload).
+private func startConnecting(_ client: RelayClient) { client.connect() }
