@@ -197,13 +197,16 @@ public final class RelayClient: @unchecked Sendable {
     }
   }
 
+  /// Called under `lock`.
   private func makeTransport() -> any TransportHandle {
     let deliver: @Sendable (DeliveryBatch) -> Void = { [weak self] batch in
       guard let self else { return }
       self.callbackQueue.async { self.apply(batch) }
     }
     let seed = UInt64.random(in: 1...UInt64.max)
-    let configuration = self.configuration
+    var current = self.configuration
+    current.auth = currentAuth
+    let configuration = current
     #if canImport(Darwin)
       return URLSessionTransport(url: url) {
         ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
