@@ -84,6 +84,12 @@ public struct ClientMachine: Sendable {
   var leaveReplies: [String: (requestID: UInt64, ok: JSONObject)] = [:]
   var out: [ClientEffect] = []
 
+  /// RFC 6455 §7.4.1 normal closure: what `disconnect()` sends, and (from the relay)
+  /// one of the codes that end reconnecting (§2).
+  static let normalClosure: UInt16 = 1000
+  /// The application range that means "do not reconnect automatically" (§2).
+  static let finalCodes: ClosedRange<UInt16> = 4500...4999
+
   /// `seed` drives the backoff jitter; pass a random value in production.
   public init(configuration: ClientConfiguration, seed: UInt64) {
     self.configuration = configuration
@@ -121,7 +127,7 @@ public struct ClientMachine: Sendable {
   /// once, §5) and stops reconnecting. Pending commands fail with `.notConnected`.
   public mutating func disconnect(nowMs: Int64) -> [ClientEffect] {
     guard connectionState != .disconnected else { return [] }
-    if transportActive { out.append(.closeTransport(code: CloseCode.normal)) }
+    if transportActive { out.append(.closeTransport(code: Self.normalClosure)) }
     transportActive = false
     welcomed = false
     reconnectAtMs = nil
@@ -131,7 +137,7 @@ public struct ClientMachine: Sendable {
     snapshot.sessions = [:]
     snapshot.calls = [:]
     snapshot.connectionState = .disconnected
-    out.append(.event(.connectionClosed(code: CloseCode.normal, reason: "disconnect")))
+    out.append(.event(.connectionClosed(code: Self.normalClosure, reason: "disconnect")))
     return flush()
   }
 
@@ -184,7 +190,7 @@ public struct ClientMachine: Sendable {
   {
     guard transportActive else { return [] }
     transportActive = false
-    if let code, code == CloseCode.normal || (4500...4999).contains(code) {
+    if let code, code == Self.normalClosure || Self.finalCodes.contains(code) {
       stopForGood(code: code, reason: reason)
     } else {
       connectionDropped(nowMs: nowMs)

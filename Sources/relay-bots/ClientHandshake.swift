@@ -1,5 +1,6 @@
-// The bots' side of the RFC 6455 §4.1 opening handshake: where to connect, and
-// the handshake itself, delegated to RelayWebSocket's `WebSocketClientHandshake`.
+// The client side of the RFC 6455 §4.1 opening handshake, which RelayWebSocket
+// leaves to us: build the GET request, then read the server's response head
+// and verify the 101 with its Sec-WebSocket-Accept.
 
 import RelayCrypto
 import RelayWebSocket
@@ -36,15 +37,13 @@ struct WebSocketURL {
   }
 }
 
-/// One pending opening handshake, built and checked by RelayWebSocket's
-/// `WebSocketClientHandshake` (the one client-side handshake of the package, shared
-/// with the RelayClient SDK): the request bytes, and a buffer for the response head
-/// until its blank line arrives. Runs once per connection, off the measured path.
+/// One pending opening handshake: the request bytes, and a buffer for the
+/// response head until its blank line arrives.
 struct ClientHandshake {
   let key: String
   let request: [UInt8]
-  private let offered: [String]
   private var head: [UInt8] = []
+  private static let maxHead = 8_192
 
   enum Outcome {
     case needMore
@@ -54,26 +53,59 @@ struct ClientHandshake {
   }
 
   init(host: String, port: Int, path: String, subprotocol: String?) {
-    offered = subprotocol.map { [$0] } ?? []
-    let built = WebSocketClientHandshake.request(
-      host: "\(host):\(port)", target: path, key: Crypto.randomBytes(16), subprotocols: offered)
-    key = built.key
-    request = built.bytes
+    key = Crypto.base64Encode(Crypto.randomBytes(16))
+    var text = "GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nUpgrade: websocket\r\n"
+    text += "Connection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
+    if let subprotocol { text += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
+    request = Array((text + "\r\n").utf8)
   }
 
-  /// Feeds response bytes; returns the outcome once the head is complete (RFC 6455
-  /// §4.1: status 101, the accept value derived from our key, no unoffered
-  /// subprotocol or extension).
+  /// Feeds response bytes; returns the outcome once the head is complete.
   mutating func receive(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+    let before = head.count
     head.append(contentsOf: bytes)
-    switch WebSocketClientHandshake.evaluateResponse(
-      head, key: key, offeredSubprotocols: offered, sha1: { Crypto.sha1($0) })
-    {
-    case .needMore: return .needMore
-    case .accepted(_, let leftover): return .upgraded(rest: leftover)
-    case .refused(let status, let reason):
-      return .failed(status == 0 ? reason : "upgrade refused: \(status) \(reason)")
+    guard let end = headEnd(searchFrom: max(0, before - 3)) else {
+      return head.count > Self.maxHead ? .failed("response head over \(Self.maxHead) bytes") : .needMore
     }
+    let text = String(decoding: head[..<end], as: UTF8.self)
+    let rest = Array(head[(end + 4)...])
+    if let problem = validate(text) { return .failed(problem) }
+    return .upgraded(rest: rest)
+  }
+
+  private func headEnd(searchFrom start: Int) -> Int? {
+    guard head.count >= 4 else { return nil }
+    var i = start
+    while i + 3 < head.count {
+      if head[i] == 13, head[i + 1] == 10, head[i + 2] == 13, head[i + 3] == 10 { return i }
+      i += 1
+    }
+    return nil
+  }
+
+  /// RFC 6455 §4.1: status 101 and the accept value derived from our key.
+  private func validate(_ text: String) -> String? {
+    let lines = text.split(separator: "\r\n", omittingEmptySubsequences: false)
+    guard let status = lines.first, status.hasPrefix("HTTP/1.1 101") else {
+      return "upgrade refused: \(lines.first ?? "")"
+    }
+    let expected = WebSocketHandshake.acceptValue(forKey: key, sha1: { Crypto.sha1($0) })
+    for line in lines.dropFirst() {
+      guard let colon = line.firstIndex(of: ":") else { continue }
+      let name = line[..<colon].lowercased()
+      let value = line[line.index(after: colon)...].trimmingSpaces()
+      if name == "sec-websocket-accept" { return value == expected ? nil : "bad Sec-WebSocket-Accept" }
+    }
+    return "no Sec-WebSocket-Accept"
+  }
+}
+
+extension Substring {
+  fileprivate func trimmingSpaces() -> String {
+    var s = self[...]
+    while s.first == " " || s.first == "\t" { s = s.dropFirst() }
+    while s.last == " " || s.last == "\t" { s = s.dropLast() }
+    return String(s)
   }
 }
 

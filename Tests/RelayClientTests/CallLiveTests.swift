@@ -28,7 +28,8 @@ import Testing
     await ra.wait(for: "accepted bob")
     await rl.wait(for: "cancelled answered_elsewhere")
     #expect(alice.state.calls[call.id]?.status == .accepted)
-    #expect(phone.state.calls[call.id]?.status == .accepted)
+    // The accepter's own `call.accepted` follows the `ok` that ended the await (§2).
+    await rp.wait(10, "phone's call.accepted") { _ in phone.state.calls[call.id]?.status == .accepted }
     #expect(laptop.state.calls[call.id]?.status == .cancelled)
 
     // §9: a callee in an accepted call is busy.
