@@ -22,6 +22,7 @@ let package = Package(
   products: [
     .executable(name: "relay", targets: ["relay"]),
     .executable(name: "relay-bots", targets: ["relay-bots"]),
+    .library(name: "RelayClient", targets: ["RelayClient"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -57,6 +58,19 @@ let package = Package(
       ],
       swiftSettings: hot),
 
+    // Client SDK: the sans-I/O client machine, then the public API with its transports
+    // (EventLoop on Linux, URLSession on Apple platforms).
+    .target(name: "RelayClientCore", dependencies: ["RelayProtocol"], swiftSettings: strict),
+    .target(
+      name: "RelayClient",
+      dependencies: [
+        "RelayClientCore", "RelayProtocol",
+        .target(name: "EventLoop", condition: .when(platforms: [.linux])),
+        .target(name: "RelayWebSocket", condition: .when(platforms: [.linux])),
+        .target(name: "RelayCrypto", condition: .when(platforms: [.linux])),
+      ],
+      swiftSettings: strict),
+
     // Executables.
     .executableTarget(
       name: "relay",
@@ -91,5 +105,7 @@ let package = Package(
     .testTarget(
       name: "RelayServerTests",
       dependencies: ["RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop"]),
+    .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol"]),
+    .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayClientCore", "RelayProtocol"]),
   ]
 )

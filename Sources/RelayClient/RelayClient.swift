@@ -1,0 +1,271 @@
+// The public client: the API calling apps know, over `ClientMachine` and a platform
+// transport. Commands go to the transport's thread through its mailbox; events,
+// replies and state come back on the app's callback queue.
+
+public import Dispatch
+public import Foundation
+@_exported public import RelayClientCore
+@_exported public import RelayProtocol
+
+/// The thread-safe handle of a transport thread.
+protocol TransportHandle: Sendable {
+  func post(_ input: RunnerInput)
+}
+
+/// Tunables of `RelayClient` (durations in ms).
+public struct RelayClientOptions: Sendable {
+  /// Full-jitter backoff base: attempt n waits random(0, min(cap, base · 2ⁿ)).
+  public var backoffBaseMs: Int64 = 500
+  /// Longest single backoff delay.
+  public var backoffCapMs: Int64 = 20_000
+  /// How long one connection attempt may take until `welcome`.
+  public var connectTimeoutMs: Int64 = 10_000
+
+  /// The defaults: 500 ms to 20 s backoff, 10 s per attempt.
+  public init() {}
+}
+
+/// A client of a Relay server: one WebSocket, resumed across network failures, with
+/// sessions (participants, raised hands, messages) and calls.
+///
+///     let client = RelayClient(url: URL(string: "wss://relay.example.com/v1/ws")!,
+///                              auth: .token(jwt))
+///     client.addCallListener(id: "calls", self)
+///     client.connect()
+///
+/// Thread-safe: call it from any thread. Listener callbacks and `state` updates
+/// happen on `callbackQueue`, in the order the relay sent the events.
+public final class RelayClient: @unchecked Sendable {
+  /// The relay's WebSocket URL (`…/v1/ws`).
+  public let url: URL
+  /// The identity sent in the next `hello` (see `updateAuth(_:)`).
+  public var auth: RelayAuth { lock.withLock { currentAuth } }
+  /// Where callbacks run: the main queue by default on Apple platforms, a private
+  /// serial queue on Linux.
+  public let callbackQueue: DispatchQueue
+  /// Observable state for the UI; see `RelayClientState`.
+  public let state = RelayClientState()
+
+  private let lock = NSLock()
+  private var currentAuth: RelayAuth
+  private var transport: (any TransportHandle)?
+  private let configuration: ClientConfiguration
+  private var nextRequestID: UInt64 = 1
+  private var replyWaiters: [UInt64: CheckedContinuation<CommandReply, Never>] = [:]
+  private var connectWaiters: [CheckedContinuation<Result<Void, RelayError>, Never>] = []
+  private var sessionListeners: [(id: String, listener: any SessionStatusListener)] = []
+  private var participantListeners: [(id: String, listener: any ParticipantEventListener)] = []
+  private var callListeners: [(id: String, listener: any CallListener)] = []
+
+  /// Creates a client; nothing happens until `connect()`. On Linux `url` must be
+  /// `ws://` (the Linux transport has no TLS yet); host names are resolved at each
+  /// connection attempt.
+  public init(
+    url: URL, auth: RelayAuth, options: RelayClientOptions = RelayClientOptions(),
+    callbackQueue: DispatchQueue? = nil
+  ) {
+    self.url = url
+    currentAuth = auth
+    var configuration = ClientConfiguration(auth: auth)
+    configuration.backoffBaseMs = options.backoffBaseMs
+    configuration.backoffCapMs = options.backoffCapMs
+    configuration.connectTimeoutMs = options.connectTimeoutMs
+    #if canImport(Darwin)
+      // URLSession answers pings without telling us: keep liveness with app pings (§5).
+      configuration.sendsAppPings = true
+      self.callbackQueue = callbackQueue ?? .main
+    #else
+      // A programmer error, caught at construction rather than at the first connect.
+      precondition(
+        WebSocketEndpoint(url) != nil, "RelayClient on Linux speaks ws:// (no TLS yet); got \(url)")
+      self.callbackQueue = callbackQueue ?? DispatchQueue(label: "RelayClient.callbacks")
+    #endif
+    self.configuration = configuration
+  }
+
+  deinit {
+    transport?.post(.shutdown)
+  }
+
+  /// The current connection state (also `state.connectionState`).
+  public var connectionState: ConnectionState { state.connectionState }
+
+  // MARK: - Connection
+
+  /// Connects (and keeps reconnecting with backoff until `disconnect()` or a final
+  /// close code). Returns at once; watch `state` or the session status listener.
+  public func connect() {
+    post(.connect)
+  }
+
+  /// Connects and waits for the first `welcome`.
+  /// - Throws: `.closed(code:)` when the relay refused for good (e.g. 4501 bad
+  ///   token), `.notConnected` when `disconnect()` came first.
+  public func connect() async throws(RelayError) {
+    let result: Result<Void, RelayError> = await withCheckedContinuation { continuation in
+      lock.withLock { connectWaiters.append(continuation) }
+      post(.connect)
+    }
+    try result.get()
+  }
+
+  /// Closes the connection cleanly (the relay tells the others `participant.left`)
+  /// and stops reconnecting. Pending commands fail with `.notConnected`.
+  public func disconnect() {
+    post(.disconnect)
+  }
+
+  /// Tells the relay the app is going to (true) or back from (false) the background
+  /// (`client.background`, §5), so a connection lost meanwhile is kept for the
+  /// longer background grace. Remembered across reconnects.
+  public func setBackground(_ isBackground: Bool) {
+    post(.background(isBackground))
+  }
+
+  /// Replaces the identity for the next connection attempt: after the relay closed
+  /// with 4501 (bad or expired token), fetch a new token, call this, then
+  /// `connect()`. A token about to expire can be swapped in ahead of time too.
+  public func updateAuth(_ auth: RelayAuth) {
+    lock.withLock { currentAuth = auth }
+    post(.auth(auth))
+  }
+
+  // MARK: - Listeners
+
+  /// Adds (or replaces, by `id`) a session status listener. Held strongly until removed.
+  public func addSessionStatusListener(id: String, _ listener: any SessionStatusListener) {
+    lock.withLock {
+      sessionListeners.removeAll { $0.id == id }
+      sessionListeners.append((id, listener))
+    }
+  }
+
+  /// Removes the session status listener added with `id`.
+  public func removeSessionStatusListener(id: String) {
+    lock.withLock { sessionListeners.removeAll { $0.id == id } }
+  }
+
+  /// Adds (or replaces, by `id`) a participant event listener. Held strongly until removed.
+  public func addParticipantEventListener(id: String, _ listener: any ParticipantEventListener) {
+    lock.withLock {
+      participantListeners.removeAll { $0.id == id }
+      participantListeners.append((id, listener))
+    }
+  }
+
+  /// Removes the participant event listener added with `id`.
+  public func removeParticipantEventListener(id: String) {
+    lock.withLock { participantListeners.removeAll { $0.id == id } }
+  }
+
+  /// Adds (or replaces, by `id`) a call listener. Held strongly until removed.
+  public func addCallListener(id: String, _ listener: any CallListener) {
+    lock.withLock {
+      callListeners.removeAll { $0.id == id }
+      callListeners.append((id, listener))
+    }
+  }
+
+  /// Removes the call listener added with `id`.
+  public func removeCallListener(id: String) {
+    lock.withLock { callListeners.removeAll { $0.id == id } }
+  }
+
+  // MARK: - Plumbing
+
+  func post(_ input: RunnerInput) {
+    let handle: any TransportHandle = lock.withLock {
+      if let transport { return transport }
+      let made = makeTransport()
+      transport = made
+      return made
+    }
+    handle.post(input)
+  }
+
+  /// Sends `command` and waits for the server's reply (delivered on the callback
+  /// queue after the state it caused, for joins and leaves).
+  func request(_ command: ClientCommand) async -> CommandReply {
+    await withCheckedContinuation { continuation in
+      let id: UInt64 = lock.withLock {
+        let id = nextRequestID
+        nextRequestID += 1
+        replyWaiters[id] = continuation
+        return id
+      }
+      post(.command(command, requestID: id))
+    }
+  }
+
+  /// Called under `lock`.
+  private func makeTransport() -> any TransportHandle {
+    let deliver: @Sendable (DeliveryBatch) -> Void = { [weak self] batch in
+      guard let self else { return }
+      self.callbackQueue.async { self.apply(batch) }
+    }
+    let seed = UInt64.random(in: 1...UInt64.max)
+    var current = self.configuration
+    current.auth = currentAuth
+    let configuration = current
+    #if canImport(Darwin)
+      return URLSessionTransport(url: url) {
+        ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
+      }
+    #else
+      let endpoint = WebSocketEndpoint(url)!  // checked in init
+      return LoopThreadHandle(
+        LoopThread(endpoint: endpoint) {
+          ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
+        })
+    #endif
+  }
+
+  /// Runs on `callbackQueue`: state first, then listeners and replies in order.
+  private func apply(_ batch: DeliveryBatch) {
+    state.update(batch.snapshot)
+    let (sessions, participants, calls) = lock.withLock {
+      (sessionListeners.map(\.listener), participantListeners.map(\.listener), callListeners.map(\.listener))
+    }
+    for effect in batch.effects {
+      switch effect {
+      case .event(let event):
+        if case .connectionClosed(let code, _) = event { lastCloseCode = code }
+        dispatch(event, sessions: sessions, participants: participants, calls: calls)
+      case .reply(let id, let reply):
+        lock.withLock { replyWaiters.removeValue(forKey: id) }?.resume(returning: reply)
+      default:
+        break
+      }
+    }
+    resolveConnectWaiters(batch.snapshot.connectionState)
+  }
+
+  private func resolveConnectWaiters(_ connection: ConnectionState) {
+    let outcome: Result<Void, RelayError>
+    switch connection {
+    case .connected: outcome = .success(())
+    case .disconnected: outcome = .failure(.notConnected)
+    case .closed:
+      // The code came with the `connectionClosed` event of this or an earlier batch.
+      outcome = .failure(.closed(code: lastCloseCode))
+    case .connecting, .reconnecting: return
+    }
+    let waiters = lock.withLock {
+      defer { connectWaiters = [] }
+      return connectWaiters
+    }
+    for waiter in waiters { waiter.resume(returning: outcome) }
+  }
+
+  /// Touched only on `callbackQueue`.
+  private var lastCloseCode: UInt16 = 0
+}
+
+#if canImport(EventLoop)
+  /// `LoopThread` as a `TransportHandle`.
+  struct LoopThreadHandle: TransportHandle {
+    let thread: LoopThread
+    init(_ thread: LoopThread) { self.thread = thread }
+    func post(_ input: RunnerInput) { thread.post(input) }
+  }
+#endif
