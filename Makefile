@@ -3,7 +3,7 @@
 SWIFT ?= swift
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: deps test-deps build release run test unit integration bench bench-cluster fuzz fuzz-smoke asan tsan clean
+.PHONY: deps test-deps build release run test unit integration bench bench-cluster bench-tls fuzz fuzz-smoke asan tsan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -38,6 +38,11 @@ bench: release
 bench-cluster: release
 	$(SWIFT) build -c release --product relay-bots
 	python3 Benchmarks/cluster.py
+
+# TLS figures (docs/tls.md): wss against ws, idle memory, handshakes per second.
+bench-tls: release
+	$(SWIFT) build -c release --product relay-bots
+	python3 Benchmarks/tls.py
 
 # The Swift tests and the integration suite under AddressSanitizer, and the Swift
 # tests under ThreadSanitizer (the server has one thread; client code with an I/O
