@@ -3,7 +3,7 @@
 SWIFT ?= swift
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: deps test-deps build release run test unit integration bench clean
+.PHONY: deps test-deps build release run test unit integration bench clean embed
 
 deps:
 	@bash scripts/install-deps.sh
@@ -33,6 +33,11 @@ integration:
 
 bench: release
 	bash Benchmarks/run.sh
+
+# Regenerates Sources/RelayServer/DemoAssets.swift from demo/ and clients/js/ (the relay
+# serves them at /demo); a test fails when the committed file is stale.
+embed:
+	python3 scripts/embed-demo.py
 
 clean:
 	rm -rf .build
