@@ -98,8 +98,11 @@ function listen(c) {
   c.addEventListener('participanttimedout', status('timed out', 'timed out'));
   c.addEventListener('handraised', (e) => { announce(`${who(e.detail.uid)} raised ${their(e.detail.uid)} hand`); render(); });
   c.addEventListener('handlowered', (e) => {
-    const by = e.detail.reason === 'host' && e.detail.by ? ` (by ${who(e.detail.by)})` : '';
-    announce(`${who(e.detail.uid)} lowered ${their(e.detail.uid)} hand${by}`);
+    const { uid, by, reason } = e.detail;
+    const whose = uid === client.user.uid ? 'your' : `${nameOf(uid)}'s`;
+    if (reason === 'host' && by && by !== uid) announce(`${who(by)} lowered ${whose} hand`);
+    else if (reason === 'timed_out') announce(`${nameOf(uid)}'s hand was lowered (timed out)`);
+    else announce(`${who(uid)} lowered ${their(uid)} hand`);
     render();
   });
   c.addEventListener('handscleared', () => { announce('All hands lowered'); render(); });
@@ -137,7 +140,10 @@ function listenCalls(c) {
   c.addEventListener('callrejected', ours((d) => endCall(`${call.peer} ${d.reason === 'busy' ? 'is busy' : 'declined'}.`)));
   c.addEventListener('callunanswered', ours(() => endCall(`${call.peer} did not answer.`)));
   c.addEventListener('callcancelled', ours((d) => endCall(`Call cancelled (${d.reason.replace(/_/g, ' ')}).`)));
-  c.addEventListener('callended', ours((d) => endCall(`Call ended by ${who(d.by)} after ${Math.round(d.duration / 1000)} s.`)));
+  c.addEventListener('callended', ours((d) => {
+    const how = d.reason === 'timed_out' ? `${who(d.by)} timed out` : `ended by ${who(d.by)}`;
+    endCall(`Call ${how} after ${Math.round(d.duration / 1000)} s.`);
+  }));
 }
 
 // MARK: actions

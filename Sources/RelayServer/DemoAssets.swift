@@ -26,6 +26,7 @@ enum DemoAssets {
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <title>Relay demo</title>
+  <link rel="icon" href="data:,">
   <link rel="stylesheet" href="/demo/demo.css">
   <script type="module" src="/demo/demo.js"></script>
 </head>
@@ -126,9 +127,10 @@ button:hover { border-color: var(--accent); }
 :focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
 .toggle { font-size: 1.1rem; padding: .5rem 1rem; }
 .toggle[aria-pressed="true"] { background: var(--accent); color: #fff; border-color: var(--accent); }
-.toggle[aria-pressed="true"]::after { content: " ✋"; }
+/* A visual mark only: aria-pressed already tells assistive technology. */
+.toggle[aria-pressed="true"]::after { content: " \2713" / ""; }
 .people, .hands { padding-left: 1.25rem; margin: 0 0 .5rem; }
-.people li, .hands li { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; padding: .2rem 0; }
+.people li, .hands li { display: flex; min-height: 2.2rem; flex-wrap: wrap; gap: .5rem; align-items: center; padding: .2rem 0; }
 .who { font-weight: 600; }
 .role { color: GrayText; font-size: .9em; }
 .status { font-size: .85em; padding: 0 .45rem; border-radius: 1rem; border: 1px solid currentColor; }
@@ -249,8 +251,11 @@ function listen(c) {
   c.addEventListener('participanttimedout', status('timed out', 'timed out'));
   c.addEventListener('handraised', (e) => { announce(`${who(e.detail.uid)} raised ${their(e.detail.uid)} hand`); render(); });
   c.addEventListener('handlowered', (e) => {
-    const by = e.detail.reason === 'host' && e.detail.by ? ` (by ${who(e.detail.by)})` : '';
-    announce(`${who(e.detail.uid)} lowered ${their(e.detail.uid)} hand${by}`);
+    const { uid, by, reason } = e.detail;
+    const whose = uid === client.user.uid ? 'your' : `${nameOf(uid)}'s`;
+    if (reason === 'host' && by && by !== uid) announce(`${who(by)} lowered ${whose} hand`);
+    else if (reason === 'timed_out') announce(`${nameOf(uid)}'s hand was lowered (timed out)`);
+    else announce(`${who(uid)} lowered ${their(uid)} hand`);
     render();
   });
   c.addEventListener('handscleared', () => { announce('All hands lowered'); render(); });
@@ -288,7 +293,10 @@ function listenCalls(c) {
   c.addEventListener('callrejected', ours((d) => endCall(`${call.peer} ${d.reason === 'busy' ? 'is busy' : 'declined'}.`)));
   c.addEventListener('callunanswered', ours(() => endCall(`${call.peer} did not answer.`)));
   c.addEventListener('callcancelled', ours((d) => endCall(`Call cancelled (${d.reason.replace(/_/g, ' ')}).`)));
-  c.addEventListener('callended', ours((d) => endCall(`Call ended by ${who(d.by)} after ${Math.round(d.duration / 1000)} s.`)));
+  c.addEventListener('callended', ours((d) => {
+    const how = d.reason === 'timed_out' ? `${who(d.by)} timed out` : `ended by ${who(d.by)}`;
+    endCall(`Call ${how} after ${Math.round(d.duration / 1000)} s.`);
+  }));
 }
 
 // MARK: actions

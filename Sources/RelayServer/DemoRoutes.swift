@@ -25,7 +25,7 @@ extension RelayServer {
       ("Content-Type", contentType),
       ("Cache-Control", "no-store"),
       ("X-Content-Type-Options", "nosniff"),
-      ("Content-Security-Policy", "default-src 'self'; connect-src 'self' ws: wss:; frame-ancestors 'none'"),
+      ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; connect-src 'self' ws: wss:; frame-ancestors 'none'"),
     ]
   }
 }
