@@ -552,6 +552,10 @@ export class RelayClient extends EventTarget {
   /** Opens the connection; resolves with `welcome`, rejects if this first attempt fails. */
   connect() {
     if (this.#state !== 'idle' && this.#state !== 'closed') return Promise.reject(new RelayError('conflict', 'already connected'));
+    // A new start: nothing of an earlier, closed connection is resumed.
+    this.#welcome = this.#resumeToken = null;
+    this.#sessions.clear();
+    this.#attempt = 0;
     this.#watchVisibility();
     const welcomed = this.#waitFor('welcome', () => true);
     this.#open('connecting');
@@ -620,7 +624,15 @@ export class RelayClient extends EventTarget {
   async #sendHello(ws) {
     const hello = { type: 'hello' };
     if (this.#opts.dev) hello.dev = this.#opts.dev;
-    else hello.token = typeof this.#opts.token === 'function' ? await this.#opts.token() : this.#opts.token;
+    else {
+      try {
+        hello.token = typeof this.#opts.token === 'function' ? await this.#opts.token() : this.#opts.token;
+      } catch (err) {
+        // No token, no connection: final, like the relay's own 4501 (§14).
+        if (this.#ws === ws) this.#dropped(4501, `token: ${err?.message ?? err}`);
+        return;
+      }
+    }
     // §9: resume with the last seq of every session, so the server replays only what we lack.
     if (this.#resumeToken && this.#sessions.size > 0) {
       const sessions = {};
