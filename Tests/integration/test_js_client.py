@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT
 
-NODE_TIMEOUT_S = 180
+NODE_TIMEOUT_S = 240  # each Node test is bounded too (30 s); this catches a runner that hangs
 SECRET = "js-client-test-secret-0123456789abcdef"
 
 
@@ -31,6 +31,7 @@ def get(url: str) -> tuple[int, dict[str, str], bytes]:
         return e.code, dict(e.headers), e.read()
 
 
+@pytest.mark.timeout(NODE_TIMEOUT_S + 60)
 def test_node_client_against_the_relay(relay_factory):
     node = shutil.which("node")
     if node is None:

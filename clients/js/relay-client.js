@@ -64,6 +64,7 @@ export class RelayClient extends EventTarget {
   #retryTimer = null;
   #pingTimer = null;
   #pongTimer = null;
+  #welcomeTimer = null;
   #onVisibility = null;
 
   /**
@@ -161,6 +162,8 @@ export class RelayClient extends EventTarget {
       return this.#dropped(1006, String(err?.message ?? err));
     }
     this.#ws = ws;
+    // A socket that never opens, or a relay that never answers hello, counts as a drop.
+    this.#welcomeTimer = setTimeout(() => this.#dropped(4000, 'no welcome'), this.#opts.commandTimeoutMs);
     ws.onopen = () => this.#sendHello(ws);
     ws.onmessage = (e) => this.#receive(typeof e.data === 'string' ? e.data : String(e.data));
     ws.onclose = (e) => { if (this.#ws === ws) this.#dropped(e.code, e.reason); };
@@ -180,7 +183,8 @@ export class RelayClient extends EventTarget {
       }
     }
     // §9: resume with the last seq of every session, so the server replays only what we lack.
-    if (this.#resumeToken && this.#sessions.size > 0) {
+    // Also with no session: resuming re-attaches the user's calls kept during grace.
+    if (this.#resumeToken) {
       const sessions = {};
       for (const [id, s] of this.#sessions) sessions[id] = s.seq;
       hello.resume = { token: this.#resumeToken, sessions };
@@ -209,6 +213,7 @@ export class RelayClient extends EventTarget {
   #teardown(code, reason) {
     const ws = this.#ws;
     this.#ws = null;
+    clearTimeout(this.#welcomeTimer);
     this.#stopHeartbeat();
     if (ws) {
       ws.onopen = ws.onmessage = ws.onclose = null;
@@ -315,6 +320,7 @@ export class RelayClient extends EventTarget {
   #welcomed(msg) {
     const reconnect = this.#welcome !== null;
     const rejoin = reconnect && !msg.resumed ? [...this.#sessions.keys()] : [];
+    clearTimeout(this.#welcomeTimer);
     this.#welcome = msg;
     this.#resumeToken = msg.resumeToken; // changes with every connection (§18.1)
     this.#attempt = 0;

@@ -1,14 +1,22 @@
 // Reconnect policy, backoff, liveness and seq rules of the client, against a scripted
 // in-process relay (helpers.mjs): close codes and silences a real relay cannot be asked for.
-import { test } from 'node:test';
+import { afterEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RelayClient, RelayError, backoffDelay, isFinalCloseCode } from '../relay-client.js';
 import { fakeRelay, nextEvent, sleep } from './helpers.mjs';
 
 const dev = { uid: 'me', name: 'Me' };
 
+const opened = new Set();
+afterEach(() => { for (const c of opened) c.close(); opened.clear(); });
+
 function clientOn(server, extra = {}) {
-  return new RelayClient({ url: 'ws://fake/v1/ws', dev, WebSocket: server.WebSocket, backoff: { baseMs: 1, capMs: 1 }, ...extra });
+  return track(new RelayClient({ url: 'ws://fake/v1/ws', dev, WebSocket: server.WebSocket, backoff: { baseMs: 1, capMs: 1 }, ...extra }));
+}
+
+function track(c) {
+  opened.add(c);
+  return c;
 }
 
 async function joined(server, extra) {
@@ -18,7 +26,7 @@ async function joined(server, extra) {
   return c;
 }
 
-test('backoff is full jitter within [0, min(cap, base * 2^attempt))', () => {
+test('backoff is full jitter within [0, min(cap, base * 2^attempt))', { timeout: 10000 }, () => {
   const backoff = { baseMs: 500, capMs: 20000 };
   for (let attempt = 0; attempt < 40; attempt++) {
     const ceiling = Math.min(20000, 500 * 2 ** attempt);
@@ -35,7 +43,7 @@ test('backoff is full jitter within [0, min(cap, base * 2^attempt))', () => {
   assert.equal(backoffDelay(12, undefined, () => 0.5), 10000);
 });
 
-test('the client grows its delays per failed attempt and resets after a welcome', async () => {
+test('the client grows its delays per failed attempt and resets after a welcome', { timeout: 10000 }, async () => {
   const server = fakeRelay();
   const c = await joined(server, { backoff: { baseMs: 10, capMs: 80 }, random: () => 0.5 });
   const delays = [];
@@ -53,7 +61,7 @@ test('the client grows its delays per failed attempt and resets after a welcome'
 });
 
 for (const code of [1001, 1006, 1011, 1012, 4000, 4008, 4029, 4499]) {
-  test(`close ${code} reconnects and resumes with the last seq`, async () => {
+  test(`close ${code} reconnects and resumes with the last seq`, { timeout: 10000 }, async () => {
     const server = fakeRelay();
     const c = await joined(server);
     server.last().push({ type: 'participant.lost', session: 'room', seq: 2, ts: 1, uid: 'x' });
@@ -70,7 +78,7 @@ for (const code of [1001, 1006, 1011, 1012, 4000, 4008, 4029, 4499]) {
 }
 
 for (const code of [1000, 4500, 4501, 4509, 4999]) {
-  test(`close ${code} stops: no reconnect`, async () => {
+  test(`close ${code} stops: no reconnect`, { timeout: 10000 }, async () => {
     assert.ok(isFinalCloseCode(code));
     const server = fakeRelay();
     const c = await joined(server);
@@ -86,7 +94,7 @@ for (const code of [1000, 4500, 4501, 4509, 4999]) {
   });
 }
 
-test('no pong within the heartbeat timeout: the client drops the socket and resumes', async () => {
+test('no pong within the heartbeat timeout: the client drops the socket and resumes', { timeout: 10000 }, async () => {
   const server = fakeRelay({ heartbeat: { interval: 20, timeout: 40 } });
   const c = await joined(server);
   server.answerPings = false;
@@ -99,7 +107,7 @@ test('no pong within the heartbeat timeout: the client drops the socket and resu
   c.close();
 });
 
-test('a seq gap reconnects and resumes from the last seq; duplicates are dropped', async () => {
+test('a seq gap reconnects and resumes from the last seq; duplicates are dropped', { timeout: 10000 }, async () => {
   const server = fakeRelay();
   const c = await joined(server);
   const raised = [];
@@ -117,7 +125,7 @@ test('a seq gap reconnects and resumes from the last seq; duplicates are dropped
   c.close();
 });
 
-test('welcome.resumed false: the client joins again and says recovered: false', async () => {
+test('welcome.resumed false: the client joins again and says recovered: false', { timeout: 10000 }, async () => {
   const server = fakeRelay();
   const c = await joined(server);
   server.forgetResume = true;
@@ -129,7 +137,7 @@ test('welcome.resumed false: the client joins again and says recovered: false', 
   c.close();
 });
 
-test('errors carry the protocol code; commands fail fast when not connected', async () => {
+test('errors carry the protocol code; commands fail fast when not connected', { timeout: 10000 }, async () => {
   const server = fakeRelay();
   const c = await joined(server);
   server.errors.set('hand.lower_all', 'forbidden');
@@ -143,7 +151,7 @@ test('errors carry the protocol code; commands fail fast when not connected', as
   await assert.rejects(c.raiseHand('room'), (e) => e.code === 'not_connected');
 });
 
-test('visibilitychange sends client.background (§5)', async () => {
+test('visibilitychange sends client.background (§5)', { timeout: 10000 }, async () => {
   const doc = Object.assign(new EventTarget(), { hidden: false });
   globalThis.document = doc;
   try {
@@ -159,4 +167,21 @@ test('visibilitychange sends client.background (§5)', async () => {
   } finally {
     delete globalThis.document;
   }
+});
+
+test('no welcome in time: the first connect() fails, a reconnect tries again', { timeout: 10000 }, async () => {
+  const server = fakeRelay();
+  const silent = server.answer;
+  server.answer = (socket, m) => (m.type === 'hello' ? undefined : silent(socket, m));
+  const c = clientOn(server, { commandTimeoutMs: 50 });
+  await assert.rejects(c.connect(), (e) => e.code === 'connection_lost');
+  assert.equal(c.state, 'closed');
+  server.answer = silent;
+  const d = await joined(server, { commandTimeoutMs: 50 });
+  server.answer = (socket, m) => (m.type === 'hello' ? undefined : silent(socket, m));
+  const retried = nextEvent(d, 'reconnecting', (x) => x.code === 4000);
+  server.last().drop(1006);
+  await retried;
+  server.answer = silent;
+  await nextEvent(d, 'connectionrestored');
 });

@@ -3,14 +3,18 @@
 //   RELAY_URL        defaults
 //   RELAY_URL_SHORT  --grace 1500 --heartbeat-interval 300 --ring-timeout 600
 //   RELAY_URL_IDLE   --idle-timeout 400
-import { test } from 'node:test';
+import { afterEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RelayClient } from '../relay-client.js';
 import { loadWs, nextEvent, record, sleep } from './helpers.mjs';
 
 const WebSocket = loadWs();
 const { RELAY_URL, RELAY_URL_SHORT, RELAY_URL_IDLE } = process.env;
-const live = { skip: RELAY_URL ? false : 'RELAY_URL not set (run through pytest)' };
+// Bounded tests: a hung one fails instead of holding the runner (and pytest) forever.
+const live = { skip: RELAY_URL ? false : 'RELAY_URL not set (run through pytest)', timeout: 30000 };
+const opened = new Set();
+// A failed assertion must not leave clients open: their sockets and timers keep Node alive.
+afterEach(() => { for (const c of opened) c.close(); opened.clear(); });
 let serial = 0;
 const room = () => `room-${process.pid}-${++serial}`;
 
@@ -22,6 +26,7 @@ async function connect(url, uid, role = 'participant', extra = {}) {
   }
   const c = new RelayClient({ url, dev: { uid, name: uid[0].toUpperCase() + uid.slice(1), role }, WebSocket: Recorded, ...extra });
   c.sockets = sockets;
+  opened.add(c);
   await c.connect();
   return c;
 }
@@ -114,7 +119,7 @@ test('every session and call event reaches both sides', live, async () => {
   for (const x of [alice, bob, carol]) x.close();
 });
 
-test('an abrupt drop: reconnect, resume, every message once and in order', { skip: live.skip }, async () => {
+test('an abrupt drop: reconnect, resume, every message once and in order', live, async () => {
   const id = room();
   const alice = await connect(RELAY_URL_SHORT, 'alice');
   const bob = await connect(RELAY_URL_SHORT, 'bob', 'participant', { backoff: { baseMs: 100, capMs: 200 } });
@@ -145,7 +150,7 @@ test('an abrupt drop: reconnect, resume, every message once and in order', { ski
   bob.close();
 });
 
-test('back after grace: welcome.resumed false, joined again with recovered: false', { skip: live.skip }, async () => {
+test('back after grace: welcome.resumed false, joined again with recovered: false', live, async () => {
   const id = room();
   const alice = await connect(RELAY_URL_SHORT, 'alice');
   // The first retry waits about 3 s, past the relay's 1.5 s grace.
@@ -165,14 +170,15 @@ test('back after grace: welcome.resumed false, joined again with recovered: fals
   bob.close();
 });
 
-test('replaced by a newer connection (4509): the client stops', { skip: live.skip }, async () => {
+test('replaced by a newer connection (4509): the client stops', live, async () => {
   const bob = await connect(RELAY_URL, 'bob');
   await bob.joinSession(room());
   let retried = false;
   bob.addEventListener('reconnecting', () => { retried = true; });
   const closed = nextEvent(bob, 'closed');
-  const other = new WebSocket(RELAY_URL, 'relay.v1');
-  await new Promise((resolve) => other.on('open', resolve));
+  const other = new WebSocket(RELAY_URL, 'relay.v1', { handshakeTimeout: 8000 });
+  opened.add({ close: () => other.terminate() });
+  await new Promise((resolve, reject) => { other.on('open', resolve); other.on('error', reject); });
   other.send(JSON.stringify({ type: 'hello', dev: { uid: 'bob', name: 'Bob' }, resume: { token: bob.welcome.resumeToken, sessions: {} } }));
   assert.equal((await closed).code, 4509);
   await sleep(300);
@@ -181,7 +187,7 @@ test('replaced by a newer connection (4509): the client stops', { skip: live.ski
   other.close();
 });
 
-test('app-level pings at welcome.heartbeat.interval (§5)', { skip: live.skip }, async () => {
+test('app-level pings at welcome.heartbeat.interval (§5)', live, async () => {
   const c = await connect(RELAY_URL_SHORT, 'pinger');
   assert.equal(c.welcome.heartbeat.interval, 300);
   const pongs = [];
@@ -190,7 +196,7 @@ test('app-level pings at welcome.heartbeat.interval (§5)', { skip: live.skip },
   c.close();
 });
 
-test('ring timeout: callee cancelled "unanswered", caller callunanswered', { skip: live.skip }, async () => {
+test('ring timeout: callee cancelled "unanswered", caller callunanswered', live, async () => {
   const alice = await connect(RELAY_URL_SHORT, 'alice');
   const bob = await connect(RELAY_URL_SHORT, 'bob');
   const unanswered = nextEvent(alice, 'callunanswered');
@@ -202,7 +208,7 @@ test('ring timeout: callee cancelled "unanswered", caller callunanswered', { ski
   bob.close();
 });
 
-test('alone too long: sessionidlewarning, then sessiontimedout', { skip: RELAY_URL_IDLE ? false : live.skip }, async () => {
+test('alone too long: sessionidlewarning, then sessiontimedout', { ...live, skip: RELAY_URL_IDLE ? false : 'RELAY_URL_IDLE not set' }, async () => {
   const c = await connect(RELAY_URL_IDLE, 'alone');
   const id = room();
   const warning = nextEvent(c, 'sessionidlewarning');
