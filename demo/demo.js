@@ -200,7 +200,7 @@ function render() {
   ui.toggle.setAttribute('aria-pressed', String(raised));
   keepingFocus(() => {
     ui.people.replaceChildren(...[...shown].map(([uid, p]) => personItem(uid, p, isHost, uid === me.uid)));
-    ui.hands.replaceChildren(...state.hands.map((h) => handItem(h, isHost || h.uid === me.uid)));
+    ui.hands.replaceChildren(...state.hands.map((h, i) => handItem(h, i, isHost || h.uid === me.uid)));
   });
   ui.noHands.hidden = state.hands.length > 0;
   tick();
@@ -217,9 +217,10 @@ function personItem(uid, p, isHost, isMe) {
   return li;
 }
 
-function handItem(h, canLower) {
+function handItem(h, index, canLower) {
   const li = el('li', { 'data-uid': h.uid });
-  li.append(el('span', { class: 'who' }, h.name), ' ', el('span', { class: 'ago', 'data-raised-at': String(h.raisedAt) }));
+  // The list is an <ol>, but flex items lose their markers, so the place is written out.
+  li.append(el('span', { class: 'place' }, `${index + 1}.`), el('span', { class: 'who' }, h.name), ' ', el('span', { class: 'ago', 'data-raised-at': String(h.raisedAt) }));
   if (canLower) li.append(button('Lower', 'lower', h.uid, `Lower ${h.name}'s hand`));
   return li;
 }

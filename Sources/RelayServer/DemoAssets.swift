@@ -139,6 +139,8 @@ button:hover { border-color: var(--accent); }
 [data-status="timed-out"] { opacity: .6; }
 [data-status="timed-out"] .status { color: var(--bad); }
 .ago { color: GrayText; font-size: .9em; }
+.place { min-width: 1.5em; font-variant-numeric: tabular-nums; }
+.hands { padding-left: 0; }
 #call-status[data-state="accepted"] { color: var(--ok); font-weight: 600; }
 .log-panel { grid-column: 1 / -1; }
 .log { list-style: none; padding: 0; margin: 0; max-height: 14rem; overflow: auto; font: .85rem/1.4 ui-monospace, monospace; }
@@ -353,7 +355,7 @@ function render() {
   ui.toggle.setAttribute('aria-pressed', String(raised));
   keepingFocus(() => {
     ui.people.replaceChildren(...[...shown].map(([uid, p]) => personItem(uid, p, isHost, uid === me.uid)));
-    ui.hands.replaceChildren(...state.hands.map((h) => handItem(h, isHost || h.uid === me.uid)));
+    ui.hands.replaceChildren(...state.hands.map((h, i) => handItem(h, i, isHost || h.uid === me.uid)));
   });
   ui.noHands.hidden = state.hands.length > 0;
   tick();
@@ -370,9 +372,10 @@ function personItem(uid, p, isHost, isMe) {
   return li;
 }
 
-function handItem(h, canLower) {
+function handItem(h, index, canLower) {
   const li = el('li', { 'data-uid': h.uid });
-  li.append(el('span', { class: 'who' }, h.name), ' ', el('span', { class: 'ago', 'data-raised-at': String(h.raisedAt) }));
+  // The list is an <ol>, but flex items lose their markers, so the place is written out.
+  li.append(el('span', { class: 'place' }, `${index + 1}.`), el('span', { class: 'who' }, h.name), ' ', el('span', { class: 'ago', 'data-raised-at': String(h.raisedAt) }));
   if (canLower) li.append(button('Lower', 'lower', h.uid, `Lower ${h.name}'s hand`));
   return li;
 }

@@ -66,6 +66,7 @@ class Window:
 
     def __init__(self, label: str, shots: Path, counter: list[int]):
         options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM  # Debian's; nothing is looked up or downloaded
         for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                     "--window-size=1100,950"):
             options.add_argument(arg)
@@ -193,6 +194,19 @@ def test_hands_and_ringing(relay_factory, windows):
     b.driver.find_element(By.ID, "call-end").click()
     a.wait(lambda d: "Call ended by Bob" in a.text("call-status"), "ended")
     a.shot("ended")
+
+    # Host controls: lower all, then remove.
+    b.driver.find_element(By.ID, "hand-toggle").click()
+    a.wait(lambda d: hands_of(a) == ["alice", "bob"], "two hands again")
+    a.driver.find_element(By.ID, "lower-all").click()
+    b.wait(lambda d: hands_of(b) == [], "all lowered")
+    b.wait_announced("All hands lowered")
+    a.driver.find_element(By.CSS_SELECTOR, 'button[data-action="remove"][data-uid="bob"]').click()
+    b.wait(lambda d: d.find_element(By.ID, "join").is_displayed(), "bob back at the join form")
+    b.wait_announced("A host removed you from the session")
+    a.wait(lambda d: a.status_of("bob") is None, "bob gone from the list")
+    a.wait_announced("Bob left")
+    a.shot("removed")
 
 
 def test_tab_closed_lost_then_timed_out(relay_factory, windows):
