@@ -50,7 +50,8 @@ def test_node_client_against_the_relay(relay_factory):
         NODE_PATH=os.pathsep.join(p for p in (env.get("NODE_PATH"), "/usr/share/nodejs") if p),
     )
     run = subprocess.run(
-        [node, "--test", "clients/js/test/"], cwd=ROOT, env=env, capture_output=True, text=True,
+        # The files by name: Node 20 would also run helpers.mjs as a test file.
+        [node, "--test", *sorted(str(p) for p in (ROOT / "clients/js/test").glob("*.test.mjs"))], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=NODE_TIMEOUT_S,
     )
     summary = [line for line in run.stdout.splitlines() if line.startswith("# ")]
