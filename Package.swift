@@ -42,6 +42,7 @@ let package = Package(
     .target(name: "RelayWebSocket", swiftSettings: hot),
     .target(name: "RelayProtocol", swiftSettings: hot),
     .target(name: "RelayCore", dependencies: ["RelayProtocol"], swiftSettings: hot),
+    .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol"], swiftSettings: hot),
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims"], swiftSettings: hot),
@@ -49,7 +50,7 @@ let package = Package(
     .target(
       name: "RelayServer",
       dependencies: [
-        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore",
+        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -84,6 +85,7 @@ let package = Package(
     .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayCrypto"]),
     .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"]),
     .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol"]),
+    .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayCrypto"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "RelayCrypto"]),
     .testTarget(
       name: "RelayServerTests",

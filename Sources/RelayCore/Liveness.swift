@@ -75,7 +75,7 @@ extension RelayCore {
   /// Arms the first heartbeat check of a freshly upgraded connection. Pings start at
   /// the upgrade: a connection waiting for `hello` is also a socket that may die.
   func startHeartbeat(_ connection: Connection, at: Instant) {
-    guard config.heartbeatIntervalMs > 0 || config.heartbeatTimeoutMs > 0 else { return }
+    guard !config.heartbeatsInShell, config.heartbeatIntervalMs > 0 || config.heartbeatTimeoutMs > 0 else { return }
     scheduleHeartbeat(connection, lastInboundMs: at.monoMs, pingDueMs: at.monoMs + config.heartbeatIntervalMs)
   }
 

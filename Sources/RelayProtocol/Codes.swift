@@ -13,6 +13,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
   case conflict = "conflict"
   case notInSession = "not_in_session"
   case `internal` = "internal"
+  /// §12 cluster mode: the shared state (Redis) cannot be reached; nothing changed.
+  case unavailable = "unavailable"
 
   /// §2: a "bad message" is one answered with `bad_request` or `unknown_type`; only
   /// those count toward `--max-bad-messages`.
@@ -30,6 +32,10 @@ public enum CloseCode {
   public static let policyViolation: UInt16 = 1008
   public static let messageTooBig: UInt16 = 1009
   public static let internalError: UInt16 = 1011
+  /// RFC 6455 §7.4 registry "Service Restart": cluster mode closes a node's sockets
+  /// with it when the node must rebuild its state (it was declared dead, or Redis
+  /// came back empty); reconnect with resume, like 1001.
+  public static let serviceRestart: UInt16 = 1012
   /// Outbound queue over `--max-outbound-bytes`.
   public static let slowConsumer: UInt16 = 4008
   /// `--max-bad-messages` consecutive bad messages.

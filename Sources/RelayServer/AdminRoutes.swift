@@ -8,17 +8,12 @@ extension RelayServer {
   func routeAdmin(_ conn: ServerConnection, _ method: String, _ parts: [String], body: [UInt8]) {
     switch (method, parts.count) {
     case ("POST", 2) where parts[1] == "sessions":
-      let id = core.createSession(at: now)
-      applyEffects()
-      respondJSON(conn, status: 200, object([("sessionId", .string(id))]))
+      runAdmin(conn, .createSession)
     case ("GET", 3) where parts[1] == "sessions":
       guard let info = core.sessionInfo(parts[2]) else { return respondError(conn, 404, "not_found", "unknown session") }
       respondJSON(conn, status: 200, info)
     case ("DELETE", 5) where parts[1] == "sessions" && parts[3] == "participants":
-      let removed = core.removeParticipant(session: parts[2], uid: parts[4], at: now)
-      applyEffects()
-      guard removed else { return respondError(conn, 404, "not_found", "unknown session or participant") }
-      respondJSON(conn, status: 200, object([("removed", .bool(true))]))
+      runAdmin(conn, .removeParticipant(session: parts[2], uid: parts[4]))
     case ("POST", 2) where parts[1] == "tokens":
       mintToken(conn, body: body)
     case (_, 2), (_, 3), (_, 5):

@@ -1,5 +1,6 @@
 import EventLoop
 import Logging
+import RelayCluster
 import RelayCore
 import RelayProtocol
 import RelayWebSocket
@@ -31,14 +32,14 @@ extension RelayServer {
       }
       respondJSON(conn, status: 200, info)
     case ("POST", "accept"):
-      callAction(conn, .accept, callId, identity)
+      runAdmin(conn, .call(.accept, callId: callId, token: token))
     case ("POST", "reject"):
       guard let reason = rejectReason(body) else {
         return respondCallError(conn, 400, "bad_request", "body must be {\"reason\": \"declined\"|\"busy\"} or empty")
       }
-      callAction(conn, .reject(reason), callId, identity)
+      runAdmin(conn, .call(.reject(reason), callId: callId, token: token))
     case ("POST", "cancel"):
-      callAction(conn, .cancel, callId, identity)
+      runAdmin(conn, .call(.cancel, callId: callId, token: token))
     case (_, nil), (_, "accept"?), (_, "reject"?), (_, "cancel"?):
       respond(conn, status: 405, headers: [("Allow", verb == nil ? "GET" : "POST")], body: [])
     default:
@@ -46,10 +47,21 @@ extension RelayServer {
     }
   }
 
-  private func callAction(_ conn: ServerConnection, _ action: CallAction, _ callId: String, _ identity: Identity) {
-    let result = core.callAction(action, callId: callId, identity: identity, at: now)
-    applyEffects()
-    respondJSON(conn, status: result.status, result.body)
+  /// The answer to an admin or call action, once it ran on the core (standalone) or
+  /// was applied from the log (clustered).
+  func respondAdmin(_ conn: ServerConnection, _ result: AdminResult) {
+    switch result {
+    case .sessionCreated(let id):
+      respondJSON(conn, status: 200, object([("sessionId", .string(id))]))
+    case .participantRemoved(true):
+      respondJSON(conn, status: 200, object([("removed", .bool(true))]))
+    case .participantRemoved(false):
+      respondError(conn, 404, "not_found", "unknown session or participant")
+    case .call(let r):
+      respondJSON(conn, status: r.status, r.body)
+    case .unauthorized:
+      respond(conn, status: 401, headers: [("WWW-Authenticate", "Bearer")], body: [])
+    }
   }
 
   /// `/reject` takes an optional `{"reason": "declined"|"busy"}` (default declined).

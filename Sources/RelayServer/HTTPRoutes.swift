@@ -53,8 +53,10 @@ extension RelayServer {
     case "healthz":
       respond(conn, status: 200, headers: [("Content-Type", "text/plain")], body: Array("ok".utf8))
     case "readyz":
-      respond(conn, status: draining ? 503 : 200, headers: [("Content-Type", "text/plain")],
-              body: Array((draining ? "draining" : "ready").utf8))
+      // §10/§12: not ready while draining, or while the cluster bus is down.
+      let ready = isReady
+      respond(conn, status: ready ? 200 : 503, headers: [("Content-Type", "text/plain")],
+              body: Array((ready ? "ready" : draining ? "draining" : "cluster unavailable").utf8))
     default:
       refreshCoreMetrics()
       respond(conn, status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],

@@ -1,4 +1,5 @@
 import EventLoop
+import RelayCluster
 public import Logging
 public import RelayCore
 public import RelayProtocol
@@ -12,11 +13,23 @@ public final class RelayServer {
   public let config: ServerConfig
   let logger: Logger
   let loop: Loop
-  let core: RelayCore
+  /// The relay's state machine; in cluster mode, this node's replica's core (a new
+  /// one when the cluster's state is reset).
+  var core: RelayCore
+  let verifyToken: (String, Int64) -> Identity?
+  /// Cluster mode (contract §12): the bus and the replica; nil standalone.
+  var cluster: ClusterNode?
+  var replica: Replica?
+  /// Cluster mode: each socket's last inbound frame (loop ms), for the shell's
+  /// heartbeats (§5), and the admin requests waiting for their log entry.
+  var clusterLastInbound: [UInt64: UInt64] = [:]
+  var lastClusterPingMs: UInt64 = 0
+  var pendingAdmin: [UInt64: ServerConnection] = [:]
+  var nextAdminRequest: UInt64 = 1
   let metrics = ServerMetrics()
   private var listener: TCPListener?
   var connections = RefTable<ServerConnectionsById>()
-  private var nextConnection: UInt64 = 1
+  var nextConnection: UInt64 = 1
   private var headDeadlines = FIFODeadlines()
   private var closeDeadlines = FIFODeadlines()
   /// One timer for the core's next deadline, one slow sweep for the FIFO deadlines.
@@ -41,7 +54,11 @@ public final class RelayServer {
     self.loop = Loop()
     var coreConfig = config.core
     coreConfig.sessionWebhooks = config.webhookURL != nil
+    self.verifyToken = verifyToken
     self.core = RelayCore(config: coreConfig, ids: CryptoIdentifiers(), verifyToken: verifyToken)
+    if let c = config.cluster {
+      cluster = ClusterNode(server: self, address: c.redis, name: c.nodeId, nodeTimeoutMs: c.nodeTimeoutMs, logger: logger)
+    }
   }
 
   /// The bound port (useful with port 0).
@@ -67,6 +84,7 @@ public final class RelayServer {
     let sweep = EventLoop.Timer(loop: loop)
     sweep.start(afterMs: 250, repeatMs: 250) { [unowned self] in self.sweep() }
     sweepTimer = sweep
+    cluster?.start()
     for sig in [SIGTERM_NUMBER, SIGINT_NUMBER] {
       signals.append(SignalWatcher(loop: loop, signal: sig) { [unowned self] in self.beginDrain() })
     }
@@ -93,8 +111,7 @@ public final class RelayServer {
   // MARK: Accept and read
 
   private func accept(_ tcp: TCPConnection) {
-    let id = ConnectionID(nextConnection)
-    nextConnection += 1
+    let id = makeConnectionID()
     let conn = ServerConnection(
       server: self, id: id, tcp: tcp, maxHeadBytes: config.maxHeadBytes,
       maxMessageBytes: config.maxMessageBytes)
@@ -133,8 +150,7 @@ public final class RelayServer {
     metrics.connectionsOpen.record(connections.count)
     if conn.coreOpened {
       conn.coreOpened = false
-      core.closed(id, clean: conn.closedCleanly, at: now)
-      applyEffects()
+      inputClosed(conn)
     }
     if draining, stopped, connections.isEmpty {
       sweepTimer?.close()
@@ -194,8 +210,13 @@ public final class RelayServer {
   // MARK: WebSocket
 
   private func upgrade(_ conn: ServerConnection, _ head: HTTPRequestHead, leftover: [UInt8]) {
-    if draining {
-      respond(conn, status: 503, body: Array("draining".utf8))
+    if !isReady {
+      respond(conn, status: 503, body: Array((draining ? "draining" : "cluster unavailable").utf8))
+      return
+    }
+    if let cluster, Replica.node(of: conn.id.raw) != cluster.number {
+      // Accepted under a node number this node no longer has (it rejoined).
+      respond(conn, status: 503, body: Array("node rejoining the cluster".utf8))
       return
     }
     let endpoint: Endpoint = head.path == "/v1/echo" ? .echo : .relay
@@ -215,8 +236,7 @@ public final class RelayServer {
       metrics.websocketsOpen.record(websocketCount)
       if endpoint == .relay {
         conn.coreOpened = true
-        core.open(conn.id, at: now)
-        applyEffects()
+        inputOpen(conn)
       }
       if !leftover.isEmpty {
         var bytes = leftover
@@ -247,10 +267,7 @@ public final class RelayServer {
       if endpoint == .echo {
         send(conn, Framing.frame(.text, payload))
       } else {
-        let started = Loop.hrtimeNs()
-        core.receive(conn.id, text: payload, at: now)
-        applyEffects()
-        metrics.commandLatency.recordNanoseconds(Int64(Loop.hrtimeNs() &- started))
+        inputText(conn, payload)
       }
     case .binary(let payload):
       if endpoint == .echo {
@@ -260,10 +277,7 @@ public final class RelayServer {
         closeWebSocket(conn, code: 1003, reason: "binary messages are not accepted")
       }
     case .ping, .pong:
-      if endpoint == .relay, conn.coreOpened {
-        core.alive(conn.id, at: now)
-        applyEffects()
-      }
+      if endpoint == .relay, conn.coreOpened { inputAlive(conn) }
     case .closed(_, _, _):
       conn.closedCleanly = true
       conn.phase = .finishing
@@ -328,12 +342,19 @@ public final class RelayServer {
 
   /// Applies everything the core produced, then re-arms the core timer.
   func applyEffects() {
-    for effect in core.takeEffects() {
+    perform(core.takeEffects(), webhooks: true)
+    armCoreTimer()
+  }
+
+  /// Performs effects for the sockets of this process (others' ids are not in the
+  /// table); `webhooks`: clustered, only the node that logged an entry POSTs them.
+  func perform(_ effects: [Effect], webhooks: Bool) {
+    for effect in effects {
       switch effect {
       case .send(let payload, let to):
         deliver(payload, to: to)
       case .ping(let id):
-        if let conn = connections[id], conn.isWebSocket { send(conn, pingFrame) }
+        if let conn = connections[id] { sendPing(conn) }
       case .close(let id, let code, let reason):
         if let conn = connections[id] { closeWebSocket(conn, code: code, reason: reason) }
       case .drop(let id):
@@ -343,13 +364,16 @@ public final class RelayServer {
           conn.tcp.close()
         }
       case .webhook(let event, let body):
-        webhook(event: event, body: body)
+        if webhooks { webhook(event: event, body: body) }
       }
     }
-    armCoreTimer()
   }
 
-  private func deliver(_ payload: Payload, to ids: [ConnectionID]) {
+  func sendPing(_ conn: ServerConnection) {
+    if conn.isWebSocket { send(conn, pingFrame) }
+  }
+
+  func deliver(_ payload: Payload, to ids: [ConnectionID]) {
     if ids.count == 1 {
       if let conn = connections[ids[0]], conn.isWebSocket { send(conn, Framing.textFrame(payload)) }
       return
@@ -367,7 +391,7 @@ public final class RelayServer {
   }
 
   private func armCoreTimer() {
-    guard let timer = coreTimer else { return }
+    guard cluster == nil, let timer = coreTimer else { return }
     let next = core.nextDeadline
     if next == armedCoreDeadline { return }
     armedCoreDeadline = next
@@ -398,6 +422,7 @@ public final class RelayServer {
       connections[ConnectionID(raw)]?.tcp.close()
     }
     if draining, nowMs - drainStartedMs >= config.drainTimeoutMs { finishDrain(force: true) }
+    clusterHeartbeats()
   }
 
   /// Contract §12: readiness and new upgrades answer 503, every WebSocket is closed
@@ -407,9 +432,7 @@ public final class RelayServer {
     draining = true
     drainStartedMs = now.monoMs
     logger.info("draining", metadata: ["websockets": "\(connections.values.filter(\.isWebSocket).count)"])
-    for conn in connections.values.sorted(by: { $0.id < $1.id }) where conn.isWebSocket {
-      closeWebSocket(conn, code: 1001, reason: "server going away")
-    }
+    closeAllWebSockets(code: RelayProtocol.CloseCode.goingAway, reason: "server going away")
     finishDrainIfDone()
   }
 
@@ -430,6 +453,7 @@ public final class RelayServer {
       coreTimer?.close()
       coreTimer = nil
       webhookClient?.close()  // contract §11: a pending webhook never holds the exit
+      if force { cluster?.close() } else { cluster?.leave {} }
       for s in signals { s.close() }
       signals = []
     }

@@ -27,6 +27,8 @@ public struct ServerConfig: Sendable {
   public var webhookURL: String?
   public var webhookSecret: String?
   public var core: CoreConfig
+  /// Cluster mode (contract §12); nil runs standalone.
+  public var cluster: ClusterConfig?
 
   public init(core: CoreConfig) { self.core = core }
 

@@ -36,15 +36,25 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("hello-timeout"), help: "ms") var helloTimeout: Int?
   @Option(name: .customLong("webhook-url")) var webhookURL: String?
   @Option(name: .customLong("webhook-secret")) var webhookSecret: String?
-  @Option(help: "Redis URL for cluster mode.") var redis: String?
+  @Option(help: "redis://[:PASSWORD@]HOST:PORT[/DB]: run as a node of a cluster sharing this Redis.") var redis: String?
+  @Option(name: .customLong("node-id"), help: "This node's name in a cluster (default: random, logged).") var nodeId: String?
+  @Option(name: .customLong("node-timeout"), help: "ms of silence after which a cluster node is dead") var nodeTimeout: Int?
   @Option(name: .customLong("log-level"), help: "trace|debug|info|notice|warning|error") var logLevel: String?
 
   func run() throws {
     var config = try makeConfig()
     let logger = makeLogger()
-    if let redis = redis ?? Env.string("redis") {
-      logger.error("cluster mode is not available in this build", metadata: ["redis": "\(redis)"])
-      throw ExitCode(2)
+    if let url = redis ?? Env.string("redis") {
+      guard let address = RedisAddress(url: url) else {
+        throw ValidationError("--redis wants redis://[:PASSWORD@]HOST:PORT[/DB], got \(url)")
+      }
+      var cluster = ClusterConfig(redis: address, nodeId: nodeId ?? Env.string("node-id") ?? Self.randomNodeId())
+      if let v = try nodeTimeout ?? Env.int("node-timeout") {
+        guard v > 0 else { throw ValidationError("--node-timeout must be positive") }
+        cluster.nodeTimeoutMs = Int64(v)
+      }
+      config.cluster = cluster
+      logger.info("cluster mode", metadata: ["node": "\(cluster.nodeId)", "redis": "\(address.host):\(address.port)"])
     }
     if config.devMode {
       guard ServerConfig.isLoopback(config.host) else {
@@ -62,6 +72,10 @@ struct Serve: ParsableCommand {
       throw ExitCode(1)
     }
     server.run()
+  }
+
+  static func randomNodeId() -> String {
+    "node-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
   }
 
   private func makeLogger() -> Logger {

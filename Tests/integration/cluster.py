@@ -1,0 +1,183 @@
+"""Cluster fixtures (contract §12): a private redis-server and relay nodes sharing it.
+
+Each Redis is started on a free loopback port in a temp dir and stopped by PID;
+nodes log to files in the same dir (read on failure), so a chatty node never blocks
+on a full pipe.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import free_port, relay_binary
+
+START_TIMEOUT_S = 20.0
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)  # polling a process's port or endpoint: there is no event to await
+    raise TimeoutError(f"{what} not within {timeout}s")
+
+
+class Redis:
+    """A private redis-server (no persistence) on 127.0.0.1:<port>."""
+
+    def __init__(self, workdir: Path):
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server not installed: run scripts/install-deps.sh --test")
+        self.exe = exe
+        self.dir = workdir / "redis"
+        self.dir.mkdir(exist_ok=True)
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        log = open(self.dir / "redis.log", "ab")
+        self.proc = subprocess.Popen(
+            [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.dir)],
+            stdout=log, stderr=subprocess.STDOUT)
+        _wait(self._answers, START_TIMEOUT_S, "redis")
+
+    def _answers(self) -> bool:
+        try:
+            return self.command("PING") == "+PONG"
+        except OSError:
+            return False
+
+    def command(self, *args: str) -> str:
+        """One command over a fresh socket; the first reply line."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+            out = f"*{len(args)}\r\n" + "".join(f"${len(a.encode())}\r\n{a}\r\n" for a in args)
+            s.sendall(out.encode())
+            return s.recv(65536).split(b"\r\n")[0].decode()
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+class Node:
+    """A `relay serve --redis …` process."""
+
+    def __init__(self, workdir: Path, redis_url: str, name: str, args: list[str], port: int | None = None):
+        self.name = name
+        self.port = port or free_port()
+        self.log_path = workdir / f"{name}.log"
+        self.args = [relay_binary(), "serve", "--listen", f"127.0.0.1:{self.port}", "--redis", redis_url,
+                     "--node-id", name, *args]
+        env = dict(os.environ)
+        env.pop("RELAY_SECRET", None)
+        env.pop("RELAY_ADMIN_KEY", None)
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.wait_ready()
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"node {self.name} exited ({self.proc.returncode}):\n{self.output()}")
+        try:
+            with urllib.request.urlopen(self.http + "/readyz", timeout=1) as r:
+                return r.status == 200
+        except (OSError, urllib.error.HTTPError):
+            return False
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        try:
+            _wait(self.ready, timeout, f"node {self.name} ready")
+        except TimeoutError:
+            raise TimeoutError(f"node {self.name} not ready:\n{self.output()}")
+
+    def readyz(self) -> int:
+        try:
+            with urllib.request.urlopen(self.http + "/readyz", timeout=2) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.proc.wait(timeout=5)
+
+    def stop(self, timeout: float = 15.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.log.close()
+        return self.proc.returncode
+
+
+class Cluster:
+    def __init__(self, workdir: Path):
+        self.dir = workdir
+        self.redis = Redis(workdir)
+        self.nodes: list[Node] = []
+
+    def node(self, *args: str, name: str | None = None, port: int | None = None) -> Node:
+        n = Node(self.dir, self.redis.url, name or f"n{len(self.nodes) + 1}", list(args), port)
+        self.nodes.append(n)
+        return n
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+        self.redis.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    yield c
+    c.stop()
