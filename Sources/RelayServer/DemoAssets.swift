@@ -208,6 +208,9 @@ $('leave').addEventListener('click', () => {
   client?.close();
   client = null;
   shown.clear();
+  closeDialog();
+  call = null;
+  showCall('No call. Use “Ring” next to a participant.');
   ui.room.hidden = true;
   ui.form.hidden = false;
   $('name').focus();
