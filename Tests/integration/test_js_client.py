@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import urllib.request
 
 import pytest
 
+import conftest
 from conftest import ROOT
 
 NODE_TIMEOUT_S = 240  # each Node test is bounded too (30 s); this catches a runner that hangs
@@ -57,6 +59,32 @@ def test_node_client_against_the_relay(relay_factory):
     summary = [line for line in run.stdout.splitlines() if line.startswith("# ")]
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert "# fail 0" in summary and "# skipped 0" in summary, summary
+
+
+def test_node_client_across_a_relay_restart(relay_factory, monkeypatch):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node missing") if os.environ.get("CI") != "true" else pytest.fail("node missing")
+    first = relay_factory()
+    script = ROOT / "Tests" / "integration" / "node" / "js_client_restart.mjs"
+    proc = subprocess.Popen([node, str(script), f"{first.ws}/v1/ws"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip().endswith("ready")  # blocks until joined (script deadline 30 s)
+        assert first.stop() == 0  # SIGTERM: drain, every WebSocket closed with 1001
+        monkeypatch.setattr(conftest, "free_port", lambda: first.port)  # the same address again
+        relay_factory()
+        out, _ = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    events = [json.loads(line) for line in out.splitlines()]
+    assert events[0] == {"type": "connectionlost", "code": 1001, "reason": "server going away", "willReconnect": True}
+    assert events[1]["type"] == "reconnecting"
+    assert {"type": "connectionrestored", "resumed": False} in events
+    rejoined = [e for e in events if e["type"] == "sessionjoined"]
+    assert len(rejoined) == 1 and rejoined[0]["recovered"] is False, events
 
 
 def test_demo_served_from_the_binary(relay):
