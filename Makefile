@@ -3,7 +3,7 @@
 SWIFT ?= swift
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: deps test-deps build release run test unit integration bench bench-cluster bench-tls fuzz fuzz-smoke asan tsan clean
+.PHONY: deps test-deps build release run test unit integration bench bench-cluster bench-tls fuzz fuzz-smoke asan tsan embed clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -65,6 +65,11 @@ fuzz:
 
 fuzz-smoke:
 	FUZZ_SECONDS=5 bash scripts/fuzz.sh
+
+# Regenerates Sources/RelayServer/DemoAssets.swift from demo/ and clients/js/ (the relay
+# serves them at /demo); a test fails when the committed file is stale.
+embed:
+	python3 scripts/embed-demo.py
 
 clean:
 	rm -rf .build

@@ -11,7 +11,9 @@ sudo_cmd=()
 [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
 
 apt_pkgs=(libuv1-dev libssl-dev pkg-config)
-[ $want_test -eq 1 ] && apt_pkgs+=(node-ws nodejs redis-server haproxy)
+# chromium + chromium-driver: the demo page's browser tests (Tests/integration/test_demo_browser.py);
+# redis-server + haproxy: the cluster tests.
+[ $want_test -eq 1 ] && apt_pkgs+=(node-ws nodejs redis-server haproxy chromium chromium-driver)
 
 missing=()
 for p in "${apt_pkgs[@]}"; do

@@ -13,7 +13,9 @@ extension RelayServer {
       guard head.method == "GET" else { return respond(conn, status: 405, headers: [("Allow", "GET")], body: []) }
       routeProbe(conn, route)
     default:
-      if parts.first == "v1", parts.count >= 2, parts[1] == "sessions" || parts[1] == "tokens" {
+      if parts.first == "demo" {
+        routeDemo(conn, head, parts)
+      } else if parts.first == "v1", parts.count >= 2, parts[1] == "sessions" || parts[1] == "tokens" {
         guard isAdmin(head) else { return respond(conn, status: 401, body: []) }
         routeAdmin(conn, head.method, parts, body: body)
       } else if parts.first == "v1", parts.count >= 3, parts[1] == "calls" {

@@ -7,6 +7,8 @@ public struct ServerConfig: Sendable {
   public var port = 8080
   /// Enables `GET /v1/echo`, the plain echo used by RFC 6455 conformance suites.
   public var echo = false
+  /// Serves the demo page and the JavaScript client under `GET /demo` (DemoRoutes.swift).
+  public var demo = false
   /// HS256 secret; nil means dev mode (loopback only, `hello.dev`).
   public var secret: String?
   /// Bearer key of the admin API; nil means every admin request gets 401.

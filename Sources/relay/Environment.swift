@@ -17,12 +17,23 @@ enum Env {
     guard let v = Int(s), v >= 0 else { throw EnvError(flag: flag, value: s) }
     return v
   }
+
+  /// `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off`; nil when unset.
+  static func bool(_ flag: String) throws -> Bool? {
+    guard let s = string(flag) else { return nil }
+    switch s.lowercased() {
+    case "1", "true", "yes", "on": return true
+    case "0", "false", "no", "off": return false
+    default: throw EnvError(flag: flag, value: s, expected: "a boolean (1/0, true/false)")
+    }
+  }
 }
 
 struct EnvError: Error, CustomStringConvertible {
   let flag: String
   let value: String
-  var description: String { "environment value for --\(flag) is not a non-negative integer: \(value)" }
+  var expected = "a non-negative integer"
+  var description: String { "environment value for --\(flag) is not \(expected): \(value)" }
 }
 
 extension String {

@@ -14,6 +14,8 @@ struct Serve: ParsableCommand {
 
   @Option(help: "HOST:PORT to listen on (IPv6 as [::1]:PORT).") var listen: String?
   @Flag(help: "Enable GET /v1/echo, a plain WebSocket echo for conformance suites.") var echo = false
+  @Flag(inversion: .prefixedNo, help: "Serve the demo page at GET /demo (default: on in dev mode, off otherwise).")
+  var demo: Bool?
   @Option(help: "HS256 secret for hello tokens; without one the relay runs in dev mode.") var secret: String?
   @Option(name: .customLong("admin-key"), help: "Bearer key of the admin API.") var adminKey: String?
   @Option(name: .customLong("max-message-bytes")) var maxMessageBytes: Int?

@@ -13,6 +13,8 @@ extension Serve {
     c.echo = echo || Env.string("echo") == "1" || Env.string("echo") == "true"
     c.secret = secret ?? Env.string("secret")
     c.adminKey = adminKey ?? Env.string("admin-key")
+    // The demo is for trying the relay out, so dev mode shows it unless told not to.
+    c.demo = try demo ?? Env.bool("demo") ?? (c.secret == nil)
     c.webhookURL = webhookURL ?? Env.string("webhook-url")
     c.webhookSecret = webhookSecret ?? Env.string("webhook-secret")
     func pick(_ v: Int?, _ flag: String) throws -> Int? {

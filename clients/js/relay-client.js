@@ -1,0 +1,416 @@
+// Relay JavaScript client: one ES module, no build step, no dependency.
+// Works in browsers and in Node (pass a WebSocket constructor, e.g. the `ws` package).
+// Section numbers (§) refer to protocol/PROTOCOL.md; §18 is the client checklist.
+
+const SUBPROTOCOL = 'relay.v1';
+
+/** Full-jitter backoff: a uniform delay in [0, min(cap, base * 2^attempt)). */
+export function backoffDelay(attempt, { baseMs = 500, capMs = 20000 } = {}, random = Math.random) {
+  const ceiling = Math.min(capMs, baseMs * 2 ** Math.min(attempt, 30));
+  return Math.floor(random() * ceiling);
+}
+
+/** Close codes after which the client does not reconnect by itself (§14): normal, final. */
+export function isFinalCloseCode(code) {
+  return code === 1000 || (code >= 4500 && code <= 4999);
+}
+
+/** A command answered with `error` (§2), or one whose outcome is unknown. */
+export class RelayError extends Error {
+  constructor(code, message, reply) {
+    super(message || code);
+    this.name = 'RelayError';
+    /** The protocol's error code (§15), or `not_connected`, `connection_lost`, `timeout`. */
+    this.code = code;
+    this.reply = reply;
+  }
+}
+
+/** Every event the client dispatches; `detail` holds the server message or the state change. */
+export class RelayEvent extends Event {
+  constructor(type, detail) {
+    super(type);
+    this.detail = detail;
+  }
+}
+
+// Personal messages that carry `seq` only as a position marker (§2), not as session events.
+const POSITION_MARKERS = new Set(['session.joined', 'session.resumed']);
+// Protocol type -> event name where the plain "drop the dots" rule reads badly.
+const EVENT_NAMES = { 'call.incoming': 'incomingcall' };
+
+function eventName(type) {
+  return EVENT_NAMES[type] ?? type.replace(/[._]/g, '');
+}
+
+/**
+ * A connection to a relay. Commands return promises; what happens arrives as events
+ * (`addEventListener('handraised', e => e.detail)`). The client keeps each joined
+ * session's participants and hand queue (§18.6) and resumes after a drop (§9).
+ */
+export class RelayClient extends EventTarget {
+  #opts;
+  #WebSocket;
+  #ws = null;
+  #state = 'idle';
+  #welcome = null;
+  #resumeToken = null;
+  #sessions = new Map(); // id -> {session, seq, self, participants: Map, hands: []}
+  #rejoining = new Set();
+  #pending = new Map(); // command id -> {resolve, reject, timer}
+  #waiters = new Set();
+  #nextId = 0;
+  #attempt = 0;
+  #retryTimer = null;
+  #pingTimer = null;
+  #pongTimer = null;
+  #welcomeTimer = null;
+  #onVisibility = null;
+
+  /**
+   * @param {object} options `url`; `token` (string or function returning one) or
+   *   `dev` `{uid, name, role}`; optional `WebSocket`, `backoff {baseMs, capMs}`,
+   *   `random`, `pingIntervalMs`, `commandTimeoutMs`, `watchVisibility`.
+   */
+  constructor(options) {
+    super();
+    if (!options?.url) throw new TypeError('RelayClient: url is required');
+    if (!options.token && !options.dev) throw new TypeError('RelayClient: token or dev is required');
+    this.#opts = { backoff: {}, random: Math.random, commandTimeoutMs: 15000, watchVisibility: true, ...options };
+    this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
+    if (!this.#WebSocket) throw new TypeError('RelayClient: no WebSocket; pass options.WebSocket');
+  }
+
+  /** `idle`, `connecting`, `open`, `reconnecting` or `closed`. */
+  get state() { return this.#state; }
+  /** The user of this connection (`welcome.user`), once connected. */
+  get user() { return this.#welcome?.user ?? null; }
+  /** The last `welcome` (heartbeat, connectionId, resumed). */
+  get welcome() { return this.#welcome; }
+  /** Ids of the sessions this client is in. */
+  get sessionIds() { return [...this.#sessions.keys()]; }
+
+  /** A session's state: `{session, seq, self, participants: [...], hands: [...]}`, or null. */
+  session(id) {
+    const s = this.#sessions.get(id);
+    return s ? { ...s, participants: [...s.participants.values()], hands: [...s.hands] } : null;
+  }
+
+  /** Opens the connection; resolves with `welcome`, rejects if this first attempt fails. */
+  connect() {
+    if (this.#state !== 'idle' && this.#state !== 'closed') return Promise.reject(new RelayError('conflict', 'already connected'));
+    // A new start: nothing of an earlier, closed connection is resumed.
+    this.#welcome = this.#resumeToken = null;
+    this.#sessions.clear();
+    this.#attempt = 0;
+    this.#watchVisibility();
+    const welcomed = this.#waitFor('welcome', () => true);
+    this.#open('connecting');
+    return welcomed;
+  }
+
+  /** Closes for good (1000): no reconnect; pending commands fail with `connection_lost`. */
+  close() {
+    this.#teardown(1000, 'client closed');
+    this.#finish(1000, 'client closed');
+  }
+
+  /** `session.join` (§6): resolves with the `session.joined` snapshot. */
+  async joinSession(id) {
+    const joined = this.#waitFor('sessionjoined', (d) => d.session === id);
+    try {
+      await this.#command('session.join', { session: id });
+    } catch (err) {
+      this.#cancelWaiter(joined);
+      throw err;
+    }
+    return joined;
+  }
+
+  leaveSession(id) { return this.#command('session.leave', { session: id }); }
+  raiseHand(id) { return this.#command('hand.raise', { session: id }); }
+  /** Lowers the own hand, or `uid`'s (host only, §7). */
+  lowerHand(id, uid) { return this.#command('hand.lower', uid ? { session: id, uid } : { session: id }); }
+  lowerAllHands(id) { return this.#command('hand.lower_all', { session: id }); }
+  removeParticipant(id, uid) { return this.#command('participant.remove', { session: id, uid }); }
+  sendMessage(id, data) { return this.#command('message.send', { session: id, data }); }
+
+  /** `call.initiate` (§10.1): `to` is a uid or a list; resolves with `{callId, sessionId}`. */
+  initiateCall(to, callType = 'audio', metadata) {
+    const fields = { to: Array.isArray(to) ? to : [to], callType };
+    if (metadata !== undefined) fields.metadata = metadata;
+    return this.#command('call.initiate', fields);
+  }
+
+  acceptCall(callId) { return this.#command('call.accept', { callId }); }
+  rejectCall(callId, reason) { return this.#command('call.reject', reason ? { callId, reason } : { callId }); }
+  cancelCall(callId) { return this.#command('call.cancel', { callId }); }
+  endCall(callId) { return this.#command('call.end', { callId }); }
+  /** `client.background` (§8): a longer grace while the app is hidden. */
+  setBackground(background) { return this.#command('client.background', { background: !!background }); }
+  /** An app-level `ping`; resolves on `pong`. */
+  ping() { return this.#command('ping', {}); }
+
+  // MARK: connection
+
+  #open(state) {
+    this.#setState(state);
+    let ws;
+    try {
+      ws = new this.#WebSocket(this.#opts.url, SUBPROTOCOL);
+    } catch (err) {
+      return this.#dropped(1006, String(err?.message ?? err));
+    }
+    this.#ws = ws;
+    // A socket that never opens, or a relay that never answers hello, counts as a drop.
+    this.#welcomeTimer = setTimeout(() => this.#dropped(4000, 'no welcome'), this.#opts.commandTimeoutMs);
+    ws.onopen = () => this.#sendHello(ws);
+    ws.onmessage = (e) => this.#receive(typeof e.data === 'string' ? e.data : String(e.data));
+    ws.onclose = (e) => { if (this.#ws === ws) this.#dropped(e.code, e.reason); };
+    ws.onerror = () => {}; // the close event that follows says what happened
+  }
+
+  async #sendHello(ws) {
+    const hello = { type: 'hello' };
+    if (this.#opts.dev) hello.dev = this.#opts.dev;
+    else {
+      try {
+        hello.token = typeof this.#opts.token === 'function' ? await this.#opts.token() : this.#opts.token;
+      } catch (err) {
+        // No token, no connection: final, like the relay's own 4501 (§14).
+        if (this.#ws === ws) this.#dropped(4501, `token: ${err?.message ?? err}`);
+        return;
+      }
+    }
+    // §9: resume with the last seq of every session, so the server replays only what we lack.
+    // Also with no session: resuming re-attaches the user's calls kept during grace.
+    if (this.#resumeToken) {
+      const sessions = {};
+      for (const [id, s] of this.#sessions) sessions[id] = s.seq;
+      hello.resume = { token: this.#resumeToken, sessions };
+    }
+    if (this.#ws === ws) ws.send(JSON.stringify(hello));
+  }
+
+  /** The socket ended (close frame or not). Decides between reconnecting and stopping (§14). */
+  #dropped(code, reason) {
+    const wasOpen = this.#welcome !== null && this.#state === 'open';
+    const firstAttempt = this.#state === 'connecting';
+    this.#teardown(code, reason);
+    if (firstAttempt || isFinalCloseCode(code)) {
+      if (wasOpen) this.#emit('connectionlost', { code, reason, willReconnect: false });
+      return this.#finish(code, reason);
+    }
+    const delayMs = backoffDelay(this.#attempt, this.#opts.backoff, this.#opts.random);
+    if (wasOpen) this.#emit('connectionlost', { code, reason, willReconnect: true });
+    this.#emit('reconnecting', { attempt: this.#attempt + 1, delayMs, code });
+    this.#attempt += 1;
+    this.#setState('reconnecting');
+    this.#retryTimer = setTimeout(() => { this.#retryTimer = null; this.#open('reconnecting'); }, delayMs);
+  }
+
+  /** Forgets the socket without waiting for a close handshake a dead peer never answers. */
+  #teardown(code, reason) {
+    const ws = this.#ws;
+    this.#ws = null;
+    clearTimeout(this.#welcomeTimer);
+    this.#stopHeartbeat();
+    if (ws) {
+      ws.onopen = ws.onmessage = ws.onclose = null;
+      try { if (ws.readyState <= 1) ws.close(code === 1000 ? 1000 : 4000, reason?.slice(0, 100)); } catch { /* already gone */ }
+    }
+    for (const [, p] of this.#pending) {
+      clearTimeout(p.timer);
+      p.reject(new RelayError('connection_lost', 'the connection ended before the reply'));
+    }
+    this.#pending.clear();
+  }
+
+  #finish(code, reason) {
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = null;
+    if (this.#state === 'closed') return;
+    this.#setState('closed');
+    if (this.#onVisibility) document.removeEventListener('visibilitychange', this.#onVisibility);
+    this.#onVisibility = null;
+    const err = new RelayError('connection_lost', `closed (${code}${reason ? `: ${reason}` : ''})`);
+    for (const w of this.#waiters) w.reject(err);
+    this.#waiters.clear();
+    this.#emit('closed', { code, reason });
+  }
+
+  #setState(state) {
+    if (this.#state === state) return;
+    this.#state = state;
+    this.#emit('statechange', { state });
+  }
+
+  // MARK: liveness (§5, §18.4): browsers cannot see WebSocket pings, so ping in the app.
+
+  #startHeartbeat() {
+    const hb = this.#welcome.heartbeat ?? {};
+    const intervalMs = this.#opts.pingIntervalMs ?? hb.interval ?? 10000;
+    const timeoutMs = this.#opts.pongTimeoutMs ?? hb.timeout ?? 15000;
+    this.#pingTimer = setInterval(() => {
+      if (this.#pongTimer) return; // still waiting for the last one
+      this.#send({ type: 'ping' });
+      this.#pongTimer = setTimeout(() => this.#dropped(4000, 'no pong'), timeoutMs);
+    }, intervalMs);
+  }
+
+  #stopHeartbeat() {
+    clearInterval(this.#pingTimer);
+    clearTimeout(this.#pongTimer);
+    this.#pingTimer = this.#pongTimer = null;
+  }
+
+  #watchVisibility() {
+    if (!this.#opts.watchVisibility || typeof document === 'undefined' || this.#onVisibility) return;
+    this.#onVisibility = () => { if (this.#state === 'open') this.#send({ type: 'client.background', background: document.hidden }); };
+    document.addEventListener('visibilitychange', this.#onVisibility);
+  }
+
+  // MARK: commands
+
+  #command(type, fields) {
+    if (this.#state !== 'open') return Promise.reject(new RelayError('not_connected', `not connected (${this.#state})`));
+    const id = `c${++this.#nextId}`;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new RelayError('timeout', `${type}: no reply`));
+      }, this.#opts.commandTimeoutMs);
+      this.#pending.set(id, { resolve, reject, timer });
+      this.#send({ type, id, ...fields });
+    });
+  }
+
+  #send(msg) {
+    if (this.#ws?.readyState === 1) this.#ws.send(JSON.stringify(msg));
+  }
+
+  #reply(msg) {
+    const p = this.#pending.get(msg.re);
+    if (!p) return;
+    this.#pending.delete(msg.re);
+    clearTimeout(p.timer);
+    if (msg.type === 'error') p.reject(new RelayError(msg.code, msg.message, msg));
+    else p.resolve(msg);
+  }
+
+  // MARK: inbound
+
+  #receive(text) {
+    clearTimeout(this.#pongTimer); // any inbound message proves liveness (§5)
+    this.#pongTimer = null;
+    let msg;
+    try { msg = JSON.parse(text); } catch { return; }
+    if (!msg || typeof msg.type !== 'string') return;
+    this.#emit('servermessage', msg);
+    if (msg.re !== undefined && (msg.type === 'ok' || msg.type === 'error' || msg.type === 'pong')) this.#reply(msg);
+    if (msg.type === 'welcome') return this.#welcomed(msg);
+    if (msg.type === 'ok' || msg.type === 'pong') return;
+    if (msg.type === 'error') return msg.re === undefined ? this.#emit('error', msg) : undefined;
+    if (typeof msg.seq === 'number' && typeof msg.session === 'string' && !POSITION_MARKERS.has(msg.type)) {
+      return this.#sessionEvent(msg);
+    }
+    this.#personalEvent(msg);
+  }
+
+  #welcomed(msg) {
+    const reconnect = this.#welcome !== null;
+    const rejoin = reconnect && !msg.resumed ? [...this.#sessions.keys()] : [];
+    clearTimeout(this.#welcomeTimer);
+    this.#welcome = msg;
+    this.#resumeToken = msg.resumeToken; // changes with every connection (§18.1)
+    this.#attempt = 0;
+    this.#setState('open');
+    this.#startHeartbeat();
+    if (typeof document !== 'undefined' && document.hidden) this.#send({ type: 'client.background', background: true });
+    this.#emit('welcome', msg);
+    if (reconnect) this.#emit('connectionrestored', { resumed: !!msg.resumed });
+    // §9: the server no longer holds us; join afresh and rebuild from the snapshots.
+    for (const id of rejoin) {
+      this.#rejoining.add(id);
+      this.#command('session.join', { session: id }).catch((err) => {
+        this.#rejoining.delete(id);
+        this.#sessions.delete(id);
+        this.#emit('sessionleft', { session: id, reason: 'rejoin_failed', error: err });
+      });
+    }
+  }
+
+  /** §18.2: each session event must carry last seq + 1; older ones are duplicates. */
+  #sessionEvent(msg) {
+    const s = this.#sessions.get(msg.session);
+    if (!s || msg.seq <= s.seq) return;
+    if (msg.seq !== s.seq + 1) return this.#dropped(4000, `seq gap in ${msg.session}`);
+    s.seq = msg.seq;
+    applySessionEvent(s, msg);
+    this.#emit(eventName(msg.type), msg);
+  }
+
+  #personalEvent(msg) {
+    let detail = msg;
+    if (msg.type === 'session.joined') {
+      const recovered = msg.recovered ?? (this.#rejoining.delete(msg.session) ? false : undefined);
+      detail = recovered === undefined ? msg : { ...msg, recovered };
+      this.#sessions.set(msg.session, {
+        session: msg.session, seq: msg.seq, self: msg.self,
+        participants: new Map(msg.participants.map((p) => [p.uid, { ...p }])),
+        hands: msg.hands.map((h) => ({ ...h })),
+      });
+    } else if (msg.type === 'session.resumed') {
+      const s = this.#sessions.get(msg.session);
+      if (s) s.seq = Math.max(s.seq, msg.seq);
+    } else if (msg.type === 'session.left' || msg.type === 'session.timed_out') {
+      this.#sessions.delete(msg.session);
+    }
+    this.#emit(eventName(msg.type), detail);
+  }
+
+  // MARK: events
+
+  #emit(type, detail) {
+    for (const w of [...this.#waiters]) {
+      if (w.type === type && w.match(detail)) {
+        this.#waiters.delete(w);
+        w.resolve(detail);
+      }
+    }
+    this.dispatchEvent(new RelayEvent(type, detail));
+  }
+
+  #waitFor(type, match) {
+    let waiter;
+    const promise = new Promise((resolve, reject) => { waiter = { type, match, resolve, reject }; });
+    this.#waiters.add(waiter);
+    promise.waiter = waiter;
+    return promise;
+  }
+
+  #cancelWaiter(promise) {
+    this.#waiters.delete(promise.waiter);
+  }
+}
+
+/** Rebuilds participants and the hand queue from one session event (§18.6). */
+function applySessionEvent(s, msg) {
+  const p = s.participants.get(msg.uid);
+  switch (msg.type) {
+    case 'participant.joined': s.participants.set(msg.participant.uid, { ...msg.participant }); break;
+    case 'participant.lost': if (p) p.status = 'lost'; break;
+    case 'participant.restored': if (p) p.status = 'connected'; break;
+    case 'participant.left':
+    case 'participant.timed_out':
+      s.participants.delete(msg.uid);
+      s.hands = s.hands.filter((h) => h.uid !== msg.uid);
+      break;
+    case 'hand.raised':
+      if (!s.hands.some((h) => h.uid === msg.uid)) s.hands.push({ uid: msg.uid, name: msg.name, raisedAt: msg.raisedAt });
+      break;
+    case 'hand.lowered': s.hands = s.hands.filter((h) => h.uid !== msg.uid); break;
+    case 'hands.cleared': s.hands = []; break;
+    default: break;
+  }
+}
