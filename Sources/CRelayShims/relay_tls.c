@@ -21,6 +21,11 @@ int relay_tls_ctx_harden(SSL_CTX *ctx, int server) {
   if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) return 0;
   SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  /* No server-side session cache: every cached session is memory held per
+     connection ever made. Resumption still works through stateless tickets
+     (RFC 8446 §4.6.1), one per handshake. */
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  if (server) SSL_CTX_set_num_tickets(ctx, 1);
   /* TLS 1.2 suites: OpenSSL's defaults less everything without forward secrecy or
      AEAD; TLS 1.3 suites are all modern and stay at their defaults. */
   if (SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL:!MD5:!SHA1:!RC4:!3DES") != 1) return 0;

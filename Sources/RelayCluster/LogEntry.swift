@@ -13,6 +13,10 @@ public enum AdminAction: Equatable, Sendable {
   /// `token`: the caller's bearer JWT, verified by every replica at the entry's
   /// instant.
   case call(CallAction, callId: String, token: String)
+  /// Reads (`GET /v1/sessions/{id}`, `GET /v1/calls/{id}`) go through the log too,
+  /// so a node answers them with every earlier write applied, wherever it was made.
+  case sessionInfo(session: String)
+  case callInfo(callId: String, token: String)
 }
 
 /// One input of the replicated core.
@@ -64,6 +68,8 @@ extension LogEntry {
       switch action {
       case .createSession: w.out.append(0)
       case .removeParticipant(let session, let uid): w.out.append(1); w.string(session); w.string(uid)
+      case .sessionInfo(let session): w.out.append(3); w.string(session)
+      case .callInfo(let callId, let token): w.out.append(4); w.string(callId); w.string(token)
       case .call(let a, let callId, let token):
         w.out.append(2)
         w.out.append(a.code)
@@ -100,6 +106,12 @@ extension LogEntry {
           return nil
         }
         input = .admin(request: request, .call(a, callId: id, token: t))
+      case 3:
+        guard let session = r.string() else { return nil }
+        input = .admin(request: request, .sessionInfo(session: session))
+      case 4:
+        guard let id = r.string(), let t = r.string() else { return nil }
+        input = .admin(request: request, .callInfo(callId: id, token: t))
       default: return nil
       }
     default: return nil

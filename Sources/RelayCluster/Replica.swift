@@ -61,6 +61,10 @@ public enum AdminResult: Equatable {
   case sessionCreated(String)
   case participantRemoved(Bool)
   case call(CallHTTPResult)
+  /// `GET /v1/sessions/{id}` body; nil → 404.
+  case sessionInfo([UInt8]?)
+  /// `GET /v1/calls/{id}` body; nil → 404.
+  case callInfo([UInt8]?)
   /// The bearer token was not valid at the entry's instant.
   case unauthorized
 }
@@ -176,6 +180,11 @@ public final class Replica {
     case .call(let action, let callId, let token):
       guard let identity = core.verifyUserToken(token, at: at) else { return .unauthorized }
       return .call(core.callAction(action, callId: callId, identity: identity, at: at))
+    case .sessionInfo(let session):
+      return .sessionInfo(core.sessionInfo(session))
+    case .callInfo(let callId, let token):
+      guard let identity = core.verifyUserToken(token, at: at) else { return .unauthorized }
+      return .callInfo(core.callInfo(callId: callId, uid: identity.uid))
     }
   }
 

@@ -10,8 +10,7 @@ extension RelayServer {
     case ("POST", 2) where parts[1] == "sessions":
       runAdmin(conn, .createSession)
     case ("GET", 3) where parts[1] == "sessions":
-      guard let info = core.sessionInfo(parts[2]) else { return respondError(conn, 404, "not_found", "unknown session") }
-      respondJSON(conn, status: 200, info)
+      runAdmin(conn, .sessionInfo(session: parts[2]))
     case ("DELETE", 5) where parts[1] == "sessions" && parts[3] == "participants":
       runAdmin(conn, .removeParticipant(session: parts[2], uid: parts[4]))
     case ("POST", 2) where parts[1] == "tokens":

@@ -20,17 +20,14 @@ extension RelayServer {
     guard parts.count == 3 || parts.count == 4 else {
       return respond(conn, status: 404, body: Array("not found".utf8))
     }
-    guard let token = bearer(head), let identity = core.verifyUserToken(token, at: now) else {
+    guard let token = bearer(head), core.verifyUserToken(token, at: now) != nil else {
       return respond(conn, status: 401, headers: [("WWW-Authenticate", "Bearer")], body: [])
     }
     let callId = parts[2]
     let verb = parts.count == 4 ? parts[3] : nil
     switch (head.method, verb) {
     case ("GET", nil):
-      guard let info = core.callInfo(callId: callId, uid: identity.uid) else {
-        return respondCallError(conn, 404, "not_found", "no call \(callId)")
-      }
-      respondJSON(conn, status: 200, info)
+      runAdmin(conn, .callInfo(callId: callId, token: token))
     case ("POST", "accept"):
       runAdmin(conn, .call(.accept, callId: callId, token: token))
     case ("POST", "reject"):
@@ -59,6 +56,12 @@ extension RelayServer {
       respondError(conn, 404, "not_found", "unknown session or participant")
     case .call(let r):
       respondJSON(conn, status: r.status, r.body)
+    case .sessionInfo(let info?), .callInfo(let info?):
+      respondJSON(conn, status: 200, info)
+    case .sessionInfo(nil):
+      respondError(conn, 404, "not_found", "unknown session")
+    case .callInfo(nil):
+      respondCallError(conn, 404, "not_found", "no such call")
     case .unauthorized:
       respond(conn, status: 401, headers: [("WWW-Authenticate", "Bearer")], body: [])
     }

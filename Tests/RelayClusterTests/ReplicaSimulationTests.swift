@@ -211,6 +211,8 @@ private struct World {
       .init(node: 4, wallMs: 4, input: .admin(request: 77, .createSession)),
       .init(node: 4, wallMs: 4, input: .admin(request: 78, .removeParticipant(session: "s", uid: "ü"))),
       .init(node: 4, wallMs: 4, input: .admin(request: 79, .call(.reject(.busy), callId: "c", token: "t.t.t"))),
+      .init(node: 4, wallMs: 4, input: .admin(request: 80, .sessionInfo(session: "s"))),
+      .init(node: 4, wallMs: 4, input: .admin(request: 81, .callInfo(callId: "c", token: "t"))),
     ]
     for e in entries {
       let bytes = e.encoded()
