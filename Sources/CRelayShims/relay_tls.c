@@ -1,4 +1,5 @@
 #include "relay_tls.h"
+#include <stdlib.h>
 #include <string.h>
 
 static const unsigned char http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
@@ -33,7 +34,78 @@ int relay_tls_ctx_harden(SSL_CTX *ctx, int server) {
   return 1;
 }
 
-size_t relay_tls_bio_pending(BIO *bio) { return BIO_pending(bio); }
+static int io_write(BIO *bio, const char *data, int length) {
+  relay_tls_io *io = BIO_get_data(bio);
+  if (length <= 0) return 0;
+  size_t need = io->out_len + (size_t)length;
+  if (need > io->out_cap) {
+    size_t cap = io->out_cap ? io->out_cap : 1024;
+    while (cap < need) cap *= 2;
+    unsigned char *grown = realloc(io->out, cap);
+    if (grown == NULL) return -1;
+    io->out = grown;
+    io->out_cap = cap;
+  }
+  memcpy(io->out + io->out_len, data, (size_t)length);
+  io->out_len = need;
+  return length;
+}
+
+static int io_read(BIO *bio, char *data, int length) {
+  relay_tls_io *io = BIO_get_data(bio);
+  BIO_clear_retry_flags(bio);
+  if (io->in_len == 0) {
+    BIO_set_retry_read(bio); /* "no more now", not end of file */
+    return -1;
+  }
+  size_t n = io->in_len < (size_t)length ? io->in_len : (size_t)length;
+  memcpy(data, io->in, n);
+  io->in += n;
+  io->in_len -= n;
+  return (int)n;
+}
+
+static long io_ctrl(BIO *bio, int cmd, long num, void *ptr) {
+  (void)num;
+  (void)ptr;
+  relay_tls_io *io = BIO_get_data(bio);
+  switch (cmd) {
+  case BIO_CTRL_FLUSH: return 1;
+  case BIO_CTRL_PENDING: return (long)io->in_len;
+  case BIO_CTRL_WPENDING: return (long)io->out_len;
+  default: return 0;
+  }
+}
+
+static int io_create(BIO *bio) {
+  BIO_set_init(bio, 1);
+  return 1;
+}
+
+static BIO_METHOD *io_method(void) {
+  static BIO_METHOD *method = NULL; /* made once, on the loop thread, never freed */
+  if (method == NULL) {
+    method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "relay tls io");
+    BIO_meth_set_write(method, io_write);
+    BIO_meth_set_read(method, io_read);
+    BIO_meth_set_ctrl(method, io_ctrl);
+    BIO_meth_set_create(method, io_create);
+  }
+  return method;
+}
+
+BIO *relay_tls_bio_new(relay_tls_io *io) {
+  BIO *bio = BIO_new(io_method());
+  if (bio != NULL) BIO_set_data(bio, io);
+  return bio;
+}
+
+void relay_tls_io_take(relay_tls_io *io) {
+  free(io->out);
+  io->out = NULL;
+  io->out_len = 0;
+  io->out_cap = 0;
+}
 
 int relay_tls_set_sni(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_host_name(ssl, name); }
 

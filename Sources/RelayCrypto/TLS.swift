@@ -88,8 +88,9 @@ public final class TLSConnection {
   }
 
   private let ssl: OpaquePointer
-  private let input: OpaquePointer
-  private let output: OpaquePointer
+  /// The bytes between OpenSSL and the socket (relay_tls.h): no buffer is held
+  /// while the connection is idle.
+  private let io: UnsafeMutablePointer<relay_tls_io>
   public private(set) var state = State.handshaking
   /// Bytes received before the handshake finished, to tell plain HTTP from TLS.
   private var firstBytes: [UInt8] = []
@@ -101,16 +102,13 @@ public final class TLSConnection {
   /// certificate; nil for a server.
   public init(context: TLSContext, serverName: String? = nil, isServer: Bool = true) {
     ERR_clear_error()
-    guard let ssl = SSL_new(context.ctx), let input = BIO_new(BIO_s_mem()), let output = BIO_new(BIO_s_mem()) else {
+    io = .allocate(capacity: 1)
+    io.initialize(to: relay_tls_io(in: nil, in_len: 0, out: nil, out_len: 0, out_cap: 0))
+    guard let ssl = SSL_new(context.ctx), let bio = relay_tls_bio_new(io) else {
       preconditionFailure("OpenSSL out of memory creating a TLS connection")
     }
     self.ssl = ssl
-    self.input = input
-    self.output = output
-    // An empty memory BIO reads as "retry later", not as end of file.
-    BIO_ctrl(input, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
-    BIO_ctrl(output, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, nil)
-    SSL_set_bio(ssl, input, output)  // the SSL owns both BIOs from here
+    SSL_set_bio(ssl, bio, bio)  // the SSL owns the BIO from here (one reference for both ends)
     if isServer {
       SSL_set_accept_state(ssl)
     } else {
@@ -129,7 +127,11 @@ public final class TLSConnection {
     }
   }
 
-  deinit { SSL_free(ssl) }
+  deinit {
+    SSL_free(ssl)
+    relay_tls_io_take(io)
+    io.deallocate()
+  }
 
   /// The ALPN protocol agreed, if any.
   public var alpn: String? {
@@ -146,15 +148,16 @@ public final class TLSConnection {
   public func receive(_ bytes: UnsafeRawBufferPointer, plaintext: (UnsafeRawBufferPointer) -> Void) {
     guard state == .handshaking || state == .established, bytes.count > 0 else { return }
     if state == .handshaking, firstBytes.count < 8 { firstBytes.append(contentsOf: bytes.prefix(8 - firstBytes.count)) }
-    var offset = 0
-    while offset < bytes.count {
-      let n = BIO_write(input, bytes.baseAddress! + offset, Int32(clamping: bytes.count - offset))
-      guard n > 0 else { return fail(TLSError("memory")) }
-      offset += Int(n)
-      drive()
-      readPlaintext(plaintext)
-      guard state == .handshaking || state == .established else { return }
+    // Lent to the BIO for this call only: OpenSSL reads until it wants more, so
+    // everything is consumed (or the connection failed) before it returns.
+    io.pointee.in = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+    io.pointee.in_len = bytes.count
+    defer {
+      io.pointee.in = nil
+      io.pointee.in_len = 0
     }
+    drive()
+    readPlaintext(plaintext)
   }
 
   /// Encrypts `plaintext` (one batch: consecutive `seal` calls between two
@@ -187,14 +190,13 @@ public final class TLSConnection {
 
   /// Bytes OpenSSL produced for the socket since the last call.
   public func takeOutput() -> [UInt8] {
-    let pending = relay_tls_bio_pending(output)
-    guard pending > 0 else { return [] }
-    var out = [UInt8](repeating: 0, count: pending)
-    let n = out.withUnsafeMutableBytes { BIO_read(output, $0.baseAddress, Int32(clamping: pending)) }
-    return n > 0 ? Array(out.prefix(Int(n))) : []
+    guard io.pointee.out_len > 0, let out = io.pointee.out else { return [] }
+    let bytes = Array(UnsafeBufferPointer(start: out, count: io.pointee.out_len))
+    relay_tls_io_take(io)
+    return bytes
   }
 
-  public var hasOutput: Bool { relay_tls_bio_pending(output) > 0 }
+  public var hasOutput: Bool { io.pointee.out_len > 0 }
 
   private func drive() {
     guard state == .handshaking else { return }

@@ -17,8 +17,25 @@
    the client offers it. Returns 1 on success. */
 int relay_tls_ctx_harden(SSL_CTX *ctx, int server);
 
-/* BIO_pending (a macro over BIO_ctrl): bytes waiting in a memory BIO. */
-size_t relay_tls_bio_pending(BIO *bio);
+/* The bytes between one TLS connection and its socket, owned by the Swift side.
+   `in`/`in_len`: ciphertext read from the socket, lent for one call (the BIO
+   reads from it in place, without copying it into a buffer of its own).
+   `out`/`out_len`/`out_cap`: ciphertext OpenSSL wrote, in a malloc'd buffer that
+   relay_tls_io_take empties. Unlike a memory BIO, nothing is kept once drained:
+   an idle connection holds no buffer, whatever the largest message it carried. */
+typedef struct {
+  const unsigned char *in;
+  size_t in_len;
+  unsigned char *out;
+  size_t out_len;
+  size_t out_cap;
+} relay_tls_io;
+
+/* A BIO over `io` (source and sink both); `io` must outlive it. NULL on failure. */
+BIO *relay_tls_bio_new(relay_tls_io *io);
+
+/* Frees the output buffer (after its bytes were copied out). */
+void relay_tls_io_take(relay_tls_io *io);
 
 /* SSL_set_tlsext_host_name (a macro over SSL_ctrl): SNI for a client. */
 int relay_tls_set_sni(SSL *ssl, const char *name);
