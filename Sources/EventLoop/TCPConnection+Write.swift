@@ -245,8 +245,10 @@ private func writeCallback(_ request: UnsafeMutablePointer<uv_write_t>?, _ statu
 /// queued during a loop turn as one batch (one `SSL_write` run, one socket write),
 /// so TLS keeps the cork. Implemented by the server over RelayCrypto's TLS.
 public protocol OutboundSealer: AnyObject {
-  /// Plaintext to encrypt, in order; valid only during the call.
-  func seal(_ plaintext: UnsafeRawBufferPointer)
+  /// Plaintext to encrypt, in order; valid only during the call. False when it
+  /// cannot be sealed (the connection failed; `takeSealed` then says so).
+  @discardableResult
+  func seal(_ plaintext: UnsafeRawBufferPointer) -> Bool
   /// A clean close begins: queue the protocol's close message (TLS close_notify).
   func closing()
   /// Everything to send now (ciphertext, including what the protocol produced on

@@ -69,17 +69,20 @@
     }
   }
 
-  /// Host, port and path of a `ws://` URL. The Linux transport speaks plain `ws://`
-  /// (no TLS); host names are resolved when each attempt starts.
+  /// Host, port and path of a `ws://` or `wss://` URL; host names are resolved when
+  /// each attempt starts. `wss://` verifies the relay's certificate against the
+  /// system's trust store (OpenSSL's default paths; `SSL_CERT_FILE` overrides them).
   struct WebSocketEndpoint: Sendable {
     var host: String
     var port: Int
     var path: String
+    var secure: Bool
 
     init?(_ url: URL) {
-      guard url.scheme == "ws", let host = url.host, !host.isEmpty else { return nil }
+      guard url.scheme == "ws" || url.scheme == "wss", let host = url.host, !host.isEmpty else { return nil }
       self.host = host
-      port = url.port ?? 80
+      secure = url.scheme == "wss"
+      port = url.port ?? (secure ? 443 : 80)
       path = url.path.isEmpty ? "/v1/ws" : url.path
     }
   }
@@ -126,7 +129,17 @@
 
     private func attach(_ c: TCPConnection, generation mine: Int) {
       tcp = c
-      c.onRead = { [weak self] bytes in self?.read(bytes, generation: mine) }
+      if endpoint.secure {
+        guard let context = Self.tlsContext() else {
+          c.close()
+          return ended(mine, code: nil, reason: "no TLS trust store")
+        }
+        let tls = TLSConnection(context: context, serverName: endpoint.host, isServer: false)
+        c.sealer = tls  // what the wire writes is sealed at flush time
+        c.onRead = { [weak self] bytes in self?.readTLS(tls, bytes, generation: mine) }
+      } else {
+        c.onRead = { [weak self] bytes in self?.read(bytes, generation: mine) }
+      }
       c.onClose = { [weak self] reason in self?.ended(mine, code: nil, reason: "tcp closed: \(reason)") }
       c.startReading()
       let request = WebSocketClientHandshake.request(
@@ -134,6 +147,24 @@
         subprotocols: ["relay.v1"])
       handshake = (request.key, [])
       _ = c.write(request.bytes)
+    }
+
+    /// The client TLS context, made once per process (the trust store is read then).
+    private static func tlsContext() -> TLSContext? {
+      sharedTLSLock.lock()
+      defer { sharedTLSLock.unlock() }
+      if sharedTLS == nil { sharedTLS = try? TLSContext(clientWithCA: nil) }
+      return sharedTLS
+    }
+
+    private func readTLS(_ tls: TLSConnection, _ bytes: UnsafeRawBufferPointer, generation mine: Int) {
+      guard mine == generation else { return }
+      tls.receive(bytes) { plaintext in self.read(plaintext, generation: mine) }
+      if tls.hasOutput { tcp?.flushSoon() }
+      if case .failed(let error) = tls.state {
+        tcp?.close()
+        ended(mine, code: nil, reason: "TLS: \(error)")
+      }
     }
 
     private func read(_ bytes: UnsafeRawBufferPointer, generation mine: Int) {
@@ -259,4 +290,9 @@
       tcp?.close()
     }
   }
+
+  /// The process's client TLS context for `wss://` (LoopTransport.tlsContext()),
+  /// made by the first connecting transport under the lock.
+  nonisolated(unsafe) private var sharedTLS: TLSContext?
+  private let sharedTLSLock = NSLock()
 #endif

@@ -1,5 +1,6 @@
 import COpenSSL
 import CRelayShims
+public import EventLoop
 
 // TLS for the relay's listener (protocol/ §1, `--tls-cert` / `--tls-key`), driven
 // through memory BIOs: OpenSSL never touches a socket. The shell feeds it the bytes
@@ -92,6 +93,8 @@ public final class TLSConnection {
   /// while the connection is idle.
   private let io: UnsafeMutablePointer<relay_tls_io>
   public private(set) var state = State.handshaking
+  /// Free for the owner: e.g. whether this handshake's outcome was counted.
+  public var reported = false
   /// Bytes received before the handshake finished, to tell plain HTTP from TLS.
   private var firstBytes: [UInt8] = []
   /// Plaintext sealed before the handshake finished (a client's HTTP request),
@@ -257,4 +260,12 @@ public final class TLSConnection {
     if case .failed = state { return }
     state = .failed(error)
   }
+}
+
+/// A TLS connection is its socket's sealer: everything written to the socket in
+/// one loop turn is encrypted as one batch at flush time (TCPConnection+Write.swift),
+/// and a graceful shutdown sends close_notify after it.
+extension TLSConnection: OutboundSealer {
+  public func closing() { close() }
+  public func takeSealed() -> [UInt8]? { takeOutput() }
 }

@@ -3,20 +3,6 @@ import Logging
 import RelayCore
 import RelayCrypto
 
-/// One connection's TLS, as its socket's sealer: the loop encrypts everything queued
-/// in a turn in one batch at flush time (TCPConnection+Write.swift), and reads go
-/// through `RelayServer.didReadTLS` before the HTTP/WebSocket pipeline.
-final class TLSLayer: OutboundSealer {
-  let tls: TLSConnection
-  var counted = false
-
-  init(_ tls: TLSConnection) { self.tls = tls }
-
-  func seal(_ plaintext: UnsafeRawBufferPointer) { tls.seal(plaintext) }
-  func closing() { tls.close() }
-  func takeSealed() -> [UInt8]? { tls.takeOutput() }
-}
-
 /// TLS on the listener (protocol/ §1, `--tls-cert`/`--tls-key`).
 extension RelayServer {
   /// Loads the certificate chain and key named by the config; throws on a bad pair.
@@ -42,14 +28,13 @@ extension RelayServer {
   /// A new socket speaks TLS first: its handshake must end within `--hello-timeout`.
   func startTLS(_ conn: ServerConnection) {
     guard let context = tlsContext else { return }
-    conn.tcp.sealer = TLSLayer(TLSConnection(context: context))
+    conn.tcp.sealer = TLSConnection(context: context)
     tlsDeadlines.add(conn.id.raw, dueMs: now.monoMs + config.core.helloTimeoutMs)
   }
 
   /// Ciphertext in: plaintext goes on into the HTTP/WebSocket pipeline; handshake
   /// output is flushed at the end of the turn; a failure closes this connection only.
-  func didReadTLS(_ conn: ServerConnection, _ layer: TLSLayer, _ bytes: UnsafeMutableRawBufferPointer) {
-    let tls = layer.tls
+  func didReadTLS(_ conn: ServerConnection, _ tls: TLSConnection, _ bytes: UnsafeMutableRawBufferPointer) {
     tls.receive(UnsafeRawBufferPointer(bytes)) { plaintext in
       guard !conn.tcp.isClosed else { return }
       didRead(conn, UnsafeMutableRawBufferPointer(mutating: plaintext))
@@ -59,20 +44,20 @@ extension RelayServer {
     case .handshaking:
       break
     case .established:
-      if !layer.counted {
-        layer.counted = true
+      if !tls.reported {
+        tls.reported = true
         tlsStats.handshakes += 1
       }
     case .closed:
       conn.tcp.shutdown()  // close_notify answered, then FIN
     case .failed(let error):
-      tlsFailed(conn, layer, error.label, error.description)
+      tlsFailed(conn, tls, error.label, error.description)
     }
   }
 
-  func tlsFailed(_ conn: ServerConnection, _ layer: TLSLayer, _ reason: String, _ detail: String) {
-    if !layer.counted {
-      layer.counted = true
+  func tlsFailed(_ conn: ServerConnection, _ tls: TLSConnection, _ reason: String, _ detail: String) {
+    if !tls.reported {
+      tls.reported = true
       tlsStats.failures[reason, default: 0] += 1
       logger.debug("TLS handshake failed", metadata: ["reason": "\(reason)", "detail": "\(detail)"])
     }
@@ -83,10 +68,10 @@ extension RelayServer {
   /// The sweep's TLS part: a handshake not done within `--hello-timeout` ends.
   func sweepTLS(nowMs: Int64) {
     for raw in tlsDeadlines.popDue(nowMs: nowMs) {
-      guard let conn = connections[ConnectionID(raw)], let layer = conn.tcp.sealer as? TLSLayer,
-        layer.tls.state == .handshaking
+      guard let conn = connections[ConnectionID(raw)], let tls = conn.tcp.sealer as? TLSConnection,
+        tls.state == .handshaking
       else { continue }
-      tlsFailed(conn, layer, "timeout", "handshake not done within the hello timeout")
+      tlsFailed(conn, tls, "timeout", "handshake not done within the hello timeout")
       conn.tcp.close()
     }
   }

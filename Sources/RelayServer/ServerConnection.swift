@@ -1,4 +1,5 @@
 import EventLoop
+import RelayCrypto
 import RelayCore
 import RelayWebSocket
 
@@ -62,7 +63,7 @@ final class ServerConnection: TCPConnectionDelegate {
   var acceptsFrames: Bool { isWebSocket && ws.state == .open }
 
   func connection(_ connection: TCPConnection, didRead bytes: UnsafeMutableRawBufferPointer) {
-    if let layer = connection.sealer as? TLSLayer { return server.didReadTLS(self, layer, bytes) }
+    if let tls = connection.sealer as? TLSConnection { return server.didReadTLS(self, tls, bytes) }
     server.didRead(self, bytes)
   }
 

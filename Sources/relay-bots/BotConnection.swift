@@ -91,7 +91,7 @@ final class BotConnection {
     tcp = c
     stats.openSockets += 1
     if let tls {
-      c.sealer = ClientTLSLayer(tls)
+      c.sealer = tls
       c.onRead = { [weak self] bytes in self?.receivedTLS(bytes) }
     } else {
       c.onRead = { [weak self] bytes in self?.received(bytes) }
@@ -242,14 +242,4 @@ final class BotConnection {
     onText = nil
     callback?(end)
   }
-}
-
-/// A bot's TLS as its socket's sealer: what the bot writes in a turn is sealed in
-/// one batch at flush time, as on the relay's side.
-private final class ClientTLSLayer: OutboundSealer {
-  let tls: TLSConnection
-  init(_ tls: TLSConnection) { self.tls = tls }
-  func seal(_ plaintext: UnsafeRawBufferPointer) { tls.seal(plaintext) }
-  func closing() { tls.close() }
-  func takeSealed() -> [UInt8]? { tls.takeOutput() }
 }

@@ -21,7 +21,12 @@ final class RelayProcess: @unchecked Sendable {
     return root.appendingPathComponent(".build/debug/relay").path
   }
 
-  init(_ args: [String], port: Int? = nil) throws {
+  /// `tls`: the relay was given `--tls-cert`: URLs are `wss://` and readiness is the
+  /// port accepting connections (the plain `/healthz` probe cannot speak TLS).
+  let tls: Bool
+
+  init(_ args: [String], port: Int? = nil, tls: Bool = false) throws {
+    self.tls = tls
     self.port = port ?? Self.freePort()
     process.executableURL = URL(fileURLWithPath: Self.binary)
     process.arguments = ["serve", "--listen", "127.0.0.1:\(self.port)", "--log-level", "warning"] + args
@@ -35,7 +40,7 @@ final class RelayProcess: @unchecked Sendable {
     try waitHealthy()
   }
 
-  var url: URL { URL(string: "ws://127.0.0.1:\(port)/v1/ws")! }
+  var url: URL { URL(string: "\(tls ? "wss" : "ws")://localhost:\(port)/v1/ws")! }
 
   /// Polls `/healthz` until it answers 200 (a port that is not open yet has no event
   /// to await), for at most 20 s.
@@ -43,7 +48,9 @@ final class RelayProcess: @unchecked Sendable {
     let deadline = Date().addingTimeInterval(20)
     while Date() < deadline {
       guard process.isRunning else { throw RelayTestError("relay exited early") }
-      if Self.httpGet(port: port, path: "/healthz")?.hasPrefix("HTTP/1.1 200") == true { return }
+      if tls ? Self.accepts(port: port) : Self.httpGet(port: port, path: "/healthz")?.hasPrefix("HTTP/1.1 200") == true {
+        return
+      }
       usleep(20_000)
     }
     stop()
@@ -59,6 +66,19 @@ final class RelayProcess: @unchecked Sendable {
   deinit { stop() }
 
   /// A port nothing listens on: bind 127.0.0.1:0, read it, close.
+  static func accepts(port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &addr) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    } == 0
+  }
+
   static func freePort() -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
