@@ -112,7 +112,9 @@
     func open() {
       generation += 1
       let mine = generation
-      guard let address = Self.resolve(endpoint.host) else {
+      // Blocks only this client's own thread, once per attempt; a failure is retried
+      // like a refused connect.
+      guard let address = HostResolver.address(of: endpoint.host) else {
         return ended(mine, code: nil, reason: "cannot resolve \(endpoint.host)")
       }
       TCPConnector.connect(loop: loop, host: address, port: endpoint.port) { [weak self] result in
@@ -252,36 +254,6 @@
         self.loop.updateTime()
         self.runner.tick()
       }
-    }
-
-    /// `host` as an address literal (`TCPConnector` takes only literals): literals
-    /// unchanged, names through `getaddrinfo` (its first IPv4 answer, else its first
-    /// answer). It blocks, but only this client's
-    /// own thread, once per attempt; a failure is retried like a refused connect.
-    static func resolve(_ host: String) -> String? {
-      var hints = addrinfo()
-      hints.ai_family = AF_UNSPEC
-      hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-      var list: UnsafeMutablePointer<addrinfo>?
-      guard getaddrinfo(host, nil, &hints, &list) == 0, var first = list else { return nil }
-      defer { freeaddrinfo(list) }
-      // Prefer IPv4: `localhost` often lists ::1 first, and most relays bind IPv4.
-      var entry: UnsafeMutablePointer<addrinfo>? = first
-      while let e = entry, e.pointee.ai_family != AF_INET { entry = e.pointee.ai_next }
-      if let e = entry { first = e }
-      guard let address = first.pointee.ai_addr.map(UnsafeRawPointer.init) else { return nil }
-      var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-      let converted: UnsafePointer<CChar>?
-      if first.pointee.ai_family == AF_INET6 {
-        var raw = address.loadUnaligned(as: sockaddr_in6.self).sin6_addr
-        converted = inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count))
-      } else {
-        var raw = address.loadUnaligned(as: sockaddr_in.self).sin_addr
-        converted = inet_ntop(AF_INET, &raw, &text, socklen_t(text.count))
-      }
-      guard converted != nil else { return nil }
-      let bytes = text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-      return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Closes the timer; the socket was already closed by the machine's `disconnect`.

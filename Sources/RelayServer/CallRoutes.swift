@@ -113,7 +113,8 @@ extension RelayServer {
       logger.error("--webhook-url must be http://HOST[:PORT]/PATH; webhooks disabled", metadata: ["url": "\(url)"])
       return nil
     }
-    guard let address = Self.resolve(endpoint.host) else {
+    // One blocking lookup at start, never on the hot path.
+    guard let address = HostResolver.address(of: endpoint.host) else {
       logger.error("cannot resolve the webhook host; webhooks disabled", metadata: ["host": "\(endpoint.host)"])
       return nil
     }
@@ -125,24 +126,5 @@ extension RelayServer {
     return WebhookClient(
       loop: loop, endpoint: endpoint, secret: config.webhookSecret ?? "", settings: WebhookSettings(),
       metrics: metrics, logger: logger)
-  }
-
-  /// An IP literal as is; a name through one blocking `getaddrinfo` at start (never on
-  /// the hot path), first IPv4 answer.
-  static func resolve(_ host: String) -> String? {
-    if host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) { return host }
-    var hints = addrinfo()
-    hints.ai_family = AF_INET
-    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-    var list: UnsafeMutablePointer<addrinfo>?
-    guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return nil }
-    defer { freeaddrinfo(list) }
-    guard let sa = first.pointee.ai_addr else { return nil }
-    var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
-    let ok = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
-      var addr = sin.pointee.sin_addr
-      return inet_ntop(AF_INET, &addr, &text, socklen_t(INET_ADDRSTRLEN)) != nil
-    }
-    return ok ? String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
   }
 }

@@ -89,10 +89,18 @@ final class ClusterNode {
   private func connect() {
     guard state == .down else { return }
     state = .connecting
+    // A host name (`redis://redis:6379` in docker-compose) is looked up before each
+    // attempt: a blocking call, but only while the bus is down anyway.
+    var address = self.address
+    guard let ip = HostResolver.address(of: address.host) else {
+      logger.error("cannot resolve the Redis host", metadata: ["host": "\(address.host)"])
+      return lostRedis()
+    }
+    address.host = ip
     RedisConnection.open(loop: server.loop, address: address) { [weak self] commands in
       guard let self, self.state == .connecting else { return commands?.close() ?? () }
       guard let commands else { return self.lostRedis() }
-      RedisConnection.open(loop: self.server.loop, address: self.address) { [weak self] reader in
+      RedisConnection.open(loop: self.server.loop, address: address) { [weak self] reader in
         guard let self, self.state == .connecting, commands.isOpen else {
           commands.close()
           reader?.close()
@@ -199,9 +207,7 @@ final class ClusterNode {
     let entry = LogEntry(node: number, wallMs: Loop.wallClockMs(), input: input)
     lastAppendMs = server.loop.nowMs
     stats.appends += 1
-    let tail = [Array("2".utf8), generationKey, logKey(g), Array(g.utf8), entry.encoded()]
-    let command = scriptSHA.map { [Array("EVALSHA".utf8), $0] + tail } ?? [Array("EVAL".utf8), Self.appendScript] + tail
-    commands.send(command) { [weak self] reply in
+    commands.send(appendCommand(entry, generation: g, bySHA: true)) { [weak self] reply in
       guard let self else { return }
       switch reply {
       case .bulk?: return
@@ -227,15 +233,20 @@ final class ClusterNode {
   private func appendEncoded(_ entry: LogEntry, input: LogInput, failed: (() -> Void)?) {
     guard let g = generation, let commands else { return failed?() ?? () }
     stats.appends += 1
-    commands.send(
-      [Array("EVAL".utf8), Self.appendScript, Array("2".utf8), generationKey, logKey(g), Array(g.utf8), entry.encoded()]
-    ) { [weak self] reply in
+    commands.send(appendCommand(entry, generation: g, bySHA: false)) { [weak self] reply in
       guard let self else { return }
       if case .bulk? = reply { return }
       self.stats.appendFailures += 1
       if case .error(let message)? = reply, message.hasPrefix("RESET") { self.generationLost() }
       failed?()
     }
+  }
+
+  /// `EVALSHA` of the loaded script when there is one, else `EVAL` of its text.
+  private func appendCommand(_ entry: LogEntry, generation g: String, bySHA: Bool) -> [[UInt8]] {
+    let head = bySHA ? scriptSHA.map { [Array("EVALSHA".utf8), $0] } : nil
+    return (head ?? [Array("EVAL".utf8), Self.appendScript])
+      + [Array("2".utf8), generationKey, logKey(g), Array(g.utf8), entry.encoded()]
   }
 
   private func loadScript() {
