@@ -142,6 +142,28 @@ extension CallAction {
   }
 }
 
+extension LogEntry {
+  /// One stream entry holds the inputs a node logged in one loop turn, in order:
+  /// each entry's bytes behind a 4-byte little-endian length.
+  public static func encodeBatch(_ entries: [LogEntry]) -> [UInt8] {
+    var w = ByteWriter()
+    for e in entries { w.bytes(e.encoded()) }
+    return w.out
+  }
+
+  /// Nil unless every part is a valid entry (a corrupt stream entry is skipped
+  /// whole, by every replica alike).
+  public static func decodeBatch(_ bytes: [UInt8]) -> [LogEntry]? {
+    var r = ByteReader(bytes: bytes)
+    var out: [LogEntry] = []
+    while !r.atEnd {
+      guard let part = r.bytes(), let entry = LogEntry(decoding: part) else { return nil }
+      out.append(entry)
+    }
+    return out.isEmpty ? nil : out
+  }
+}
+
 private struct ByteWriter {
   var out: [UInt8] = []
   mutating func header(_ kind: UInt8, _ e: LogEntry) {

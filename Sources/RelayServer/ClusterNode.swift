@@ -48,6 +48,10 @@ final class ClusterNode {
   private var tickTimer: EventLoop.Timer?
   private var armedTickMs: Int64?
   private var lastAppendMs: UInt64 = 0
+  typealias PendingAppend = (entry: LogEntry, failed: (() -> Void)?)
+  /// Inputs logged during this loop turn, sent together by `flushBatch`.
+  private var batch: [PendingAppend] = []
+  private var flushTimer: EventLoop.Timer?
   /// `closed` inputs that could not be logged yet: every replica must learn that a
   /// socket ended, or its participant would stay connected forever.
   private var unloggedCloses: [LogInput] = []
@@ -83,6 +87,7 @@ final class ClusterNode {
     housekeeping = timer
     reconnectTimer = EventLoop.Timer(loop: server.loop)
     tickTimer = EventLoop.Timer(loop: server.loop)
+    flushTimer = EventLoop.Timer(loop: server.loop)
     connect()
   }
 
@@ -199,54 +204,61 @@ final class ClusterNode {
   /// Logs one input of this node. `failed` runs if it cannot be logged (no bus, or
   /// the generation changed under it); the caller answers `unavailable`.
   func append(_ input: LogInput, failed: (() -> Void)? = nil) {
-    guard state == .ready || state == .catchingUp, number != 0, let g = generation, let commands else {
+    guard state == .ready || state == .catchingUp, number != 0, generation != nil, commands != nil else {
       if case .closed = input, number != 0 { unloggedCloses.append(input) }
       failed?()
       return
     }
-    let entry = LogEntry(node: number, wallMs: Loop.wallClockMs(), input: input)
     lastAppendMs = server.loop.nowMs
-    stats.appends += 1
-    commands.send(appendCommand(entry, generation: g, bySHA: true)) { [weak self] reply in
+    if batch.isEmpty { flushTimer?.start(afterMs: 0) { [unowned self] in self.flushBatch() } }
+    batch.append((LogEntry(node: number, wallMs: Loop.wallClockMs(), input: input), failed))
+  }
+
+  /// Everything this node logged during a loop turn goes to Redis as one stream
+  /// entry (one append, one generation check), not one per input: the log's
+  /// throughput is then Redis round trips per turn, not per message.
+  private func flushBatch() {
+    let entries = batch
+    batch = []
+    guard !entries.isEmpty else { return }
+    guard let g = generation, commands != nil, entries[0].entry.node == number else {
+      return failBatch(entries)
+    }
+    stats.appends += UInt64(entries.count)
+    send(LogEntry.encodeBatch(entries.map(\.entry)), generation: g, bySHA: true, entries)
+  }
+
+  private func send(_ value: [UInt8], generation g: String, bySHA: Bool, _ entries: [PendingAppend]) {
+    guard let commands else { return failBatch(entries) }
+    let head = bySHA ? scriptSHA.map { [Array("EVALSHA".utf8), $0] } : nil
+    let command = (head ?? [Array("EVAL".utf8), Self.appendScript])
+      + [Array("2".utf8), generationKey, logKey(g), Array(g.utf8), value]
+    commands.send(command) { [weak self] reply in
       guard let self else { return }
       switch reply {
       case .bulk?: return
-      case .error(let message)? where message.hasPrefix("NOSCRIPT"):
+      case .error(let message)? where message.hasPrefix("NOSCRIPT") && bySHA:
         // Redis restarted (or flushed its scripts): send the script itself once more.
         self.scriptSHA = nil
-        self.stats.appends -= 1
-        self.appendEncoded(entry, input: input, failed: failed)
+        self.send(value, generation: g, bySHA: false, entries)
         self.loadScript()
       case .error(let message)? where message.hasPrefix("RESET"):
-        self.stats.appendFailures += 1
-        failed?()
+        self.failBatch(entries)
         self.generationLost()
       default:
-        self.stats.appendFailures += 1
-        if case .closed = input, self.number == entry.node { self.unloggedCloses.append(input) }
-        failed?()
+        self.failBatch(entries)
       }
     }
   }
 
-  /// Re-sends an entry already stamped (after `NOSCRIPT`), with the script's text.
-  private func appendEncoded(_ entry: LogEntry, input: LogInput, failed: (() -> Void)?) {
-    guard let g = generation, let commands else { return failed?() ?? () }
-    stats.appends += 1
-    commands.send(appendCommand(entry, generation: g, bySHA: false)) { [weak self] reply in
-      guard let self else { return }
-      if case .bulk? = reply { return }
-      self.stats.appendFailures += 1
-      if case .error(let message)? = reply, message.hasPrefix("RESET") { self.generationLost() }
+  /// The appends of a batch that did not reach the log: their callers answer
+  /// `unavailable`; socket closes are kept to be logged after a reconnect.
+  private func failBatch(_ entries: [PendingAppend]) {
+    stats.appendFailures += UInt64(entries.count)
+    for (entry, failed) in entries {
+      if case .closed = entry.input, entry.node == number { unloggedCloses.append(entry.input) }
       failed?()
     }
-  }
-
-  /// `EVALSHA` of the loaded script when there is one, else `EVAL` of its text.
-  private func appendCommand(_ entry: LogEntry, generation g: String, bySHA: Bool) -> [[UInt8]] {
-    let head = bySHA ? scriptSHA.map { [Array("EVALSHA".utf8), $0] } : nil
-    return (head ?? [Array("EVAL".utf8), Self.appendScript])
-      + [Array("2".utf8), generationKey, logKey(g), Array(g.utf8), entry.encoded()]
   }
 
   private func loadScript() {
@@ -293,10 +305,12 @@ final class ClusterNode {
         guard case .array(let parts?) = item, parts.count == 2, let id = parts[0].string else { continue }
         lastId = id
         guard case .array(let fields?) = parts[1], fields.count >= 2, let bytes = fields[1].bytes,
-          let entry = LogEntry(decoding: bytes)
+          let entries = LogEntry.decodeBatch(bytes)
         else { continue }
-        apply(entry)
-        if state == .down || state == .stopped { return }
+        for entry in entries {
+          apply(entry)
+          if state == .down || state == .stopped { return }
+        }
       }
     }
     armTicker()
@@ -360,6 +374,7 @@ final class ClusterNode {
     }
     onLeft = done
     append(.leave) { [weak self] in self?.close() }
+    flushBatch()  // now, not next turn: the PING below must follow it
     commands?.send([Array("PING".utf8)]) { [weak self] _ in
       self?.close()
     }
@@ -373,9 +388,12 @@ final class ClusterNode {
     reader?.close()
     commands = nil
     reader = nil
+    flushBatch()
     housekeeping?.close()
     reconnectTimer?.close()
     tickTimer?.close()
+    flushTimer?.close()
+    flushTimer = nil
     housekeeping = nil
     reconnectTimer = nil
     tickTimer = nil

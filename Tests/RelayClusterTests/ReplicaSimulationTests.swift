@@ -221,6 +221,10 @@ private struct World {
       #expect(LogEntry(decoding: Array(bytes.dropLast())) == nil)
     }
     #expect(LogEntry(decoding: []) == nil)
+    let batch = LogEntry.encodeBatch(entries)
+    #expect(LogEntry.decodeBatch(batch) == entries)
+    #expect(LogEntry.decodeBatch(batch + [1]) == nil)
+    #expect(LogEntry.decodeBatch([]) == nil)
     #expect(LogEntry(decoding: [99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]) == nil)
   }
 
