@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster import BIN, OTHER_CPU, RAW as _UNUSED, SERVER_CPU, Procs, free_port, ready  # noqa: E402,F401
+from cluster import BIN, OTHER_CPU, SERVER_CPU, Procs, cpu_s, free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
@@ -76,17 +76,19 @@ def run(tag: str, scenario: str, pair: tuple[Path, Path] | None, extra: list[str
         url = f"{'wss' if pair else 'ws'}://127.0.0.1:{port}/v1/ws"
         tls_args = ["--ca", str(pair[0])] if pair else []
         report = RAW / f"{tag}.json"
+        cpu0, t0 = cpu_s(relay.pid), time.monotonic()
         bots = subprocess.run(["taskset", "-c", OTHER_CPU, str(BIN / "relay-bots"), "run", scenario, "--dev", "--url", url,
                                *tls_args, "--json", str(report), "--quiet", *extra],
                               capture_output=True, text=True, timeout=600)
         done.set()
+        relay_cpu = 100 * (cpu_s(relay.pid) - cpu0) / (time.monotonic() - t0)
         r = json.loads(report.read_text())
         return {"rc": bots.returncode, "deliveriesPerSec": r["deliveriesReceived"] / (r["durationMs"] / 1000),
                 "p99": r["deliveryLatencyUs"]["p99"], "bots": r["bots"],
                 # Steady state: the last samples while every bot is connected and idle
                 # (the ramp's handshakes leave freed heap that the allocator trims later).
                 "deltaKb": statistics.median(samples[-12:-4]) - base if len(samples) > 16 else 0,
-                "checkFailures": r["checkFailures"]}
+                "checkFailures": r["checkFailures"], "relayCpuPct": relay_cpu}
     finally:
         procs.stop()
 
@@ -119,12 +121,13 @@ def main() -> None:
             plain.append(run(f"fanout-plain{i}", "fanout", None, []))
             tls.append(run(f"fanout-tls{i}", "fanout", ec, []))
         p, t = (statistics.median(x["deliveriesPerSec"] for x in rows) for rows in (plain, tls))
-        lines += ["| fan-out 10 x 100, 8 in flight | deliveries/s | p99 µs | check failures |", "|---|---|---|---|",
+        lines += ["| fan-out 10 x 100, 8 in flight | deliveries/s | p99 µs | relay CPU % | check failures |",
+                  "|---|---|---|---|---|",
                   f"| ws:// | {p:,.0f} | {statistics.median(x['p99'] for x in plain):.0f} | "
-                  f"{sum(x['checkFailures'] for x in plain)} |",
+                  f"{statistics.median(x['relayCpuPct'] for x in plain):.0f} | {sum(x['checkFailures'] for x in plain)} |",
                   f"| wss:// (ECDSA P-256, TLS 1.3) | {t:,.0f} | {statistics.median(x['p99'] for x in tls):.0f} | "
-                  f"{sum(x['checkFailures'] for x in tls)} |",
-                  f"| ratio wss / ws | {t / p:.2f} (target ≥ 0.5) | | |", ""]
+                  f"{statistics.median(x['relayCpuPct'] for x in tls):.0f} | {sum(x['checkFailures'] for x in tls)} |",
+                  f"| ratio wss / ws | {t / p:.2f} (target ≥ 0.5) | | | |", ""]
         print("\n".join(lines[-6:]), flush=True)
     if "idle" in which:
         plain = run("idle-plain", "idle-10000", None, [])
