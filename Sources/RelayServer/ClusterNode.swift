@@ -56,6 +56,8 @@ final class ClusterNode {
   /// socket ended, or its participant would stay connected forever.
   private var unloggedCloses: [LogInput] = []
   private var onLeft: (() -> Void)?
+  /// Runs each time the node becomes ready (joined and caught up).
+  var onReady: (() -> Void)?
   /// Running totals for `/metrics`.
   private(set) var stats = ClusterStats()
   /// The append script's SHA1 once `SCRIPT LOAD`ed (`EVALSHA` sends 40 bytes, not
@@ -333,6 +335,7 @@ final class ClusterNode {
       joinSeen = true
       state = .ready
       logger.info("cluster node ready", metadata: ["node": "\(name)", "number": "\(number)"])
+      onReady?()
     }
   }
 

@@ -41,6 +41,9 @@ public final class RelayServer {
   private var armedCoreDeadline: Int64?
   private var sweepTimer: EventLoop.Timer?
   private var signals: [SignalWatcher] = []
+  /// Cluster mode: the listener is bound at start but listens once the node is ready.
+  private var listening = false
+  private var listenFallback: EventLoop.Timer?
   /// Reused for the events of each WebSocket read, so a read allocates no array.
   private var eventScratch: [WebSocketEvent] = []
   private(set) var draining = false
@@ -79,7 +82,11 @@ public final class RelayServer {
     do {
       try loadTLS()
       l = try TCPListener(loop: loop, host: config.host, port: config.port)
-      try l.listen { [unowned self] tcp in self.accept(tcp) }
+      // A cluster node listens once it has joined and caught up with the log, so a
+      // client that waits for /healthz never meets a node that would refuse its
+      // upgrade; after `clusterListenGraceMs` it listens anyway (Redis may be down:
+      // then /readyz says 503 while /healthz answers, contract §12).
+      if cluster == nil { try l.listen { [unowned self] tcp in self.accept(tcp) } }
     } catch {
       loop.close()  // nothing else was created yet; every handle is closed before the loop goes
       throw error
@@ -91,7 +98,13 @@ public final class RelayServer {
     let sweep = EventLoop.Timer(loop: loop)
     sweep.start(afterMs: 250, repeatMs: 250) { [unowned self] in self.sweep() }
     sweepTimer = sweep
-    cluster?.start()
+    if let cluster {
+      cluster.onReady = { [unowned self] in self.listenOnce() }
+      cluster.start()
+      let fallback = EventLoop.Timer(loop: loop)
+      fallback.start(afterMs: Self.clusterListenGraceMs) { [unowned self] in self.listenOnce() }
+      listenFallback = fallback
+    }
     for sig in [SIGTERM_NUMBER, SIGINT_NUMBER] {
       signals.append(SignalWatcher(loop: loop, signal: sig) { [unowned self] in self.beginDrain() })
     }
@@ -99,6 +112,23 @@ public final class RelayServer {
       signals.append(SignalWatcher(loop: loop, signal: SIGHUP_NUMBER) { [unowned self] in self.reloadTLS() })
     }
     logger.info("relay listening", metadata: ["address": "\(config.host):\(boundPort)", "dev": "\(config.devMode)"])
+  }
+
+  /// How long a cluster node waits for the bus before listening anyway.
+  static let clusterListenGraceMs: UInt64 = 2_000
+
+  /// Cluster mode: starts accepting (once).
+  private func listenOnce() {
+    listenFallback?.close()
+    listenFallback = nil
+    guard !listening, !stopped, let listener else { return }
+    listening = true
+    do {
+      try listener.listen { [unowned self] tcp in self.accept(tcp) }
+    } catch {
+      logger.critical("cannot listen on \(config.host):\(boundPort): \(error)")
+      beginDrain()
+    }
   }
 
   /// Runs the loop until the server has drained and closed everything.
@@ -467,6 +497,8 @@ public final class RelayServer {
       logger.info("stopped accepting", metadata: ["forced": "\(force)"])
       listener?.close()
       listener = nil
+      listenFallback?.close()
+      listenFallback = nil
       coreTimer?.close()
       coreTimer = nil
       webhookClient?.close()  // contract §11: a pending webhook never holds the exit

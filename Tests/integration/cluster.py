@@ -99,7 +99,8 @@ class Redis:
 class Node:
     """A `relay serve --redis …` process."""
 
-    def __init__(self, workdir: Path, redis_url: str, name: str, args: list[str], port: int | None = None):
+    def __init__(self, workdir: Path, redis_url: str, name: str, args: list[str], port: int | None = None,
+                 wait: bool = True):
         self.name = name
         self.port = port or free_port()
         self.log_path = workdir / f"{name}.log"
@@ -110,7 +111,8 @@ class Node:
         env.pop("RELAY_ADMIN_KEY", None)
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self.wait_ready()
+        if wait:
+            self.wait_ready()
 
     @property
     def http(self) -> str:
@@ -134,6 +136,15 @@ class Node:
             _wait(self.ready, timeout, f"node {self.name} ready")
         except TimeoutError:
             raise TimeoutError(f"node {self.name} not ready:\n{self.output()}")
+
+    def healthz(self) -> int:
+        try:
+            with urllib.request.urlopen(self.http + "/healthz", timeout=2) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return 0
 
     def readyz(self) -> int:
         try:

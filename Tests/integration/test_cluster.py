@@ -359,3 +359,24 @@ async def test_password_db_url_and_cluster_metrics(tmp_path):
         assert c.redis.command("EXISTS", "relay:{relay}:generation") == ":0"
     finally:
         c.stop()
+
+
+async def test_node_started_while_redis_is_down_listens_and_recovers(tmp_path):
+    """A node accepts once it has joined the cluster; with Redis down it still
+    comes up (health 200, ready 503) and joins when Redis does (§12)."""
+    c = Cluster(tmp_path)
+    try:
+        c.redis.kill()
+        n = Node(tmp_path, c.redis.url, "late", FLAGS, wait=False)
+        c.nodes.append(n)
+        deadline = time.monotonic() + 10
+        while n.healthz() != 200:
+            assert time.monotonic() < deadline, "a node without Redis must still answer /healthz"
+            await asyncio.sleep(0.05)
+        assert n.readyz() == 503
+        c.redis.start()
+        n.wait_ready(15)
+        a = await dev(n, "alice")
+        assert (await join(a, "room"))["seq"] == 1
+    finally:
+        c.stop()
