@@ -45,7 +45,7 @@ let package = Package(
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims"], swiftSettings: hot),
-    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayProtocol"], swiftSettings: strict),
+    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayWebSocket"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [
@@ -82,7 +82,7 @@ let package = Package(
 
     // Tests.
     .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayCrypto"]),
-    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"]),
+    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayWebSocket"]),
     .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "RelayCrypto"]),
     .testTarget(
