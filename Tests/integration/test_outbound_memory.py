@@ -106,5 +106,6 @@ async def test_rss_returns_near_baseline_after_a_burst(relay_factory):
     after = rss_bytes(relay.proc.pid)
     print(f"RSS baseline {baseline / 1e6:.1f} MB, peak {peak / 1e6:.1f} MB, after {after / 1e6:.1f} MB")
     assert metric(relay, "relay_replay_bytes") == 0
+    # Whether glibc gave the pages back by itself (a freed heap top) or the relay's
+    # trim did (pages inside the heap) varies from run to run; RSS is what counts.
     assert after <= baseline + 24e6, (baseline, peak, after)
-    assert metric(relay, "relay_heap_trims_total") >= 1
