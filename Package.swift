@@ -45,7 +45,7 @@ let package = Package(
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims"], swiftSettings: hot),
-    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayWebSocket"], swiftSettings: strict),
+    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayProtocol"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [
