@@ -82,7 +82,7 @@ let package = Package(
 
     // Tests.
     .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayCrypto"]),
-    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayWebSocket"]),
+    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"]),
     .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "RelayCrypto"]),
     .testTarget(

@@ -1,5 +1,4 @@
 // §3 JWT HS256: sign/verify round trip, the JWT.io example, and each rejection.
-import RelayWebSocket
 import Testing
 
 @testable import RelayProtocol
