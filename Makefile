@@ -52,7 +52,7 @@ ASAN_OPTIONS ?= detect_leaks=0:abort_on_error=1
 asan: test-deps
 	nice -n 19 $(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
 	ASAN_OPTIONS=$(ASAN_OPTIONS) nice -n 19 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan
-	ASAN_OPTIONS=$(ASAN_OPTIONS) RELAY_BIN=$(CURDIR)/.build-asan/debug/relay nice -n 19 python3 -m pytest -q -c Tests/integration/pytest.ini Tests/integration
+	ASAN_OPTIONS=$(ASAN_OPTIONS) RELAY_SANITIZER=address RELAY_BIN=$(CURDIR)/.build-asan/debug/relay nice -n 19 python3 -m pytest -q -c Tests/integration/pytest.ini Tests/integration
 
 tsan: test-deps
 	nice -n 19 $(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan

@@ -8,14 +8,25 @@ import RelayCore
 
 /// The shell's outbound bookkeeping, one per server.
 final class OutboundBudget {
-  /// Slow consumers flushing what was in flight and their close frame, with the time
-  /// they are closed regardless, in arrival order.
-  private(set) var flushing: [(id: ConnectionID, dueMs: Int64)] = []
+  /// A slow consumer flushing what was in flight and its close frame.
+  struct Flushing {
+    let id: ConnectionID
+    /// Closed regardless at this time.
+    let dueMs: Int64
+    /// Bytes still queued at the last sweep that saw progress, and when that was.
+    var queued: Int
+    var progressMs: Int64
+  }
+  private(set) var flushing: [Flushing] = []
 
-  func flushing(_ id: ConnectionID, dueMs: Int64) { flushing.append((id, dueMs)) }
+  func flushing(_ entry: Flushing) { flushing.append(entry) }
 
-  /// Takes out the entries `done` says are finished.
-  func removeFlushing(where done: ((id: ConnectionID, dueMs: Int64)) -> Bool) { flushing.removeAll(where: done) }
+  /// Updates every entry; takes out those `step` says are finished.
+  func updateFlushing(_ step: (inout Flushing) -> Bool) {
+    var kept: [Flushing] = []
+    for var entry in flushing where !step(&entry) { kept.append(entry) }
+    flushing = kept
+  }
   /// Connections closed because the process-wide budget was exceeded.
   var budgetCloses: UInt64 = 0
   /// Heap trims done, and when the last one ran (monotonic ms).
@@ -42,19 +53,26 @@ extension RelayServer {
 
   /// Every sweep: a slow consumer whose close frame has gone to the kernel is shut
   /// down gracefully (the FIN follows the frame, and its socket is read until it
-  /// ends, so no reset overtakes the frame); one that reads nothing is closed at its
-  /// deadline. Then a large amount of freed heap is returned to the system.
+  /// ends, so no reset overtakes the frame). One whose queue has not moved for
+  /// `slowConsumerStallMs` (it reads nothing), or that is still flushing at its
+  /// deadline, is closed. The kernel wakes a writer only once half its send buffer
+  /// (autotuned up to megabytes) has drained, so a slow reader's progress comes in
+  /// steps seconds apart. Then a large amount of freed heap is returned.
   func outboundSweep(nowMs: Int64) {
     if !outbound.flushing.isEmpty {
-      outbound.removeFlushing { entry in
+      outbound.updateFlushing { entry in
         guard let conn = connections[entry.id], conn.tcp.acceptsWrites else { return true }
-        if conn.tcp.queuedBytes == 0 {
+        let queued = conn.tcp.queuedBytes
+        if queued == 0 {
           conn.tcp.shutdown()
-        } else if nowMs >= entry.dueMs {
-          conn.tcp.close()
-        } else {
-          return false
+          return true
         }
+        if queued < entry.queued {
+          entry.queued = queued
+          entry.progressMs = nowMs
+        }
+        guard nowMs >= entry.dueMs || nowMs - entry.progressMs >= config.slowConsumerStallMs else { return false }
+        conn.tcp.close()
         return true
       }
     }

@@ -378,7 +378,9 @@ public final class RelayServer {
     let frame = conn.ws.close(code: CloseCode.slowConsumer, reason: "slow consumer")
     conn.phase = .finishing
     conn.tcp.writeFinal(frame)
-    outbound.flushing(conn.id, dueMs: now.monoMs + config.slowConsumerCloseTimeoutMs)
+    outbound.flushing(.init(
+      id: conn.id, dueMs: now.monoMs + config.slowConsumerCloseTimeoutMs, queued: conn.tcp.queuedBytes,
+      progressMs: now.monoMs))
     leaveWebSocket(conn)
   }
 

@@ -23,9 +23,11 @@ public struct ServerConfig: Sendable {
   /// How long we wait for the peer's close frame after sending ours (RFC 6455 §7.1.1:
   /// the server should close TCP first, but give the client a moment to answer).
   public var closeHandshakeTimeoutMs: Int64 = 2_000
-  /// How long a slow consumer has to read what was in flight and our close 4008
-  /// (contract §1) before its socket is closed regardless.
-  public var slowConsumerCloseTimeoutMs: Int64 = 5_000
+  /// How long a slow consumer may take to read what was in flight and our close
+  /// 4008 (contract §1), and how long its queue may stand still (a reader that
+  /// stopped), before its socket is closed regardless.
+  public var slowConsumerCloseTimeoutMs: Int64 = 60_000
+  public var slowConsumerStallMs: Int64 = 10_000
   /// `--outbound-budget-bytes`: bytes queued for all connections together (0 = no
   /// bound); past it the connections holding the most are closed 4008 first.
   public var outboundBudgetBytes = 512 << 20

@@ -9,6 +9,7 @@ import re
 import time
 import urllib.request
 
+import pytest
 import wsraw
 from relayclient import Client
 from wsraw import OP_BINARY, OP_TEXT, build_frame
@@ -72,6 +73,8 @@ async def test_rss_returns_near_baseline_after_a_burst(relay_factory):
     """100 sessions each fill their 1 MiB replay log with 8 KB messages (100 MB of
     heap), then everyone leaves: the logs are freed and the relay gives the memory
     back, so RSS ends near where it started."""
+    if os.environ.get("RELAY_SANITIZER"):
+        pytest.skip("a sanitizer's allocator keeps freed memory in quarantine: glibc's trim is not in play")
     relay = relay_factory("--message-rate", "1000")
     served_ws(relay)
     baseline = rss_bytes(relay.proc.pid)
@@ -103,5 +106,6 @@ async def test_rss_returns_near_baseline_after_a_burst(relay_factory):
     after = rss_bytes(relay.proc.pid)
     print(f"RSS baseline {baseline / 1e6:.1f} MB, peak {peak / 1e6:.1f} MB, after {after / 1e6:.1f} MB")
     assert metric(relay, "relay_replay_bytes") == 0
+    # Whether glibc gave the pages back by itself (a freed heap top) or the relay's
+    # trim did (pages inside the heap) varies from run to run; RSS is what counts.
     assert after <= baseline + 24e6, (baseline, peak, after)
-    assert metric(relay, "relay_heap_trims_total") >= 1
