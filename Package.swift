@@ -97,7 +97,7 @@ let package = Package(
 
     // Tests.
     .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayCrypto"]),
-    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"]),
+    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayWebSocket"]),
     .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol"]),
     .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayCrypto"]),

@@ -1,6 +1,7 @@
-// Base64 (RFC 4648 §4, standard alphabet, with padding), as used by the
-// opening handshake for Sec-WebSocket-Key and Sec-WebSocket-Accept
-// (RFC 6455 §4.1, §4.2.2).
+// Base64 (RFC 4648): the standard alphabet with padding (§4), as the opening
+// handshake uses for Sec-WebSocket-Key and Sec-WebSocket-Accept (RFC 6455 §4.1,
+// §4.2.2), and base64url without padding (§5), as JWS compact serialization requires
+// (RFC 7515 §2). One encoder serves both.
 
 /// Standard-alphabet, padded Base64.
 public enum Base64 {
@@ -9,6 +10,12 @@ public enum Base64 {
 
   /// Encodes `bytes`, padding with "=" to a multiple of 4 characters.
   public static func encode(_ bytes: [UInt8]) -> String {
+    encode(bytes, alphabet: alphabet, padding: true)
+  }
+
+  /// The one encoder: 3 bytes → 4 characters of `alphabet`; a short last group is
+  /// padded with "=" or left short.
+  static func encode(_ bytes: [UInt8], alphabet: [UInt8], padding: Bool) -> String {
     var out: [UInt8] = []
     out.reserveCapacity((bytes.count + 2) / 3 * 4)
     var i = 0
@@ -20,8 +27,8 @@ public enum Base64 {
       let group = b0 << 16 | b1 << 8 | b2
       out.append(alphabet[Int(group >> 18 & 63)])
       out.append(alphabet[Int(group >> 12 & 63)])
-      out.append(remaining > 1 ? alphabet[Int(group >> 6 & 63)] : UInt8(ascii: "="))
-      out.append(remaining > 2 ? alphabet[Int(group & 63)] : UInt8(ascii: "="))
+      if remaining > 1 { out.append(alphabet[Int(group >> 6 & 63)]) } else if padding { out.append(UInt8(ascii: "=")) }
+      if remaining > 2 { out.append(alphabet[Int(group & 63)]) } else if padding { out.append(UInt8(ascii: "=")) }
       i += 3
     }
     return String(decoding: out, as: UTF8.self)
@@ -73,4 +80,44 @@ public enum Base64 {
     default: return nil
     }
   }
+}
+
+/// base64url without padding (RFC 4648 §5).
+public enum Base64URL {
+  static let alphabet: [UInt8] = Array(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+  static let decodeTable: [UInt8] = {
+    var table = [UInt8](repeating: 0xFF, count: 256)
+    for (i, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(i) }
+    return table
+  }()
+
+  /// Encodes without padding.
+  public static func encode(_ bytes: [UInt8]) -> String {
+    Base64.encode(bytes, alphabet: alphabet, padding: false)
+  }
+
+  /// Strict decoding: only the URL-safe alphabet, no padding; nil otherwise.
+  public static func decode(_ text: Substring) -> [UInt8]? {
+    let input = Array(text.utf8)
+    guard input.count % 4 != 1 else { return nil }
+    var out: [UInt8] = []
+    out.reserveCapacity(input.count * 3 / 4)
+    var accumulator: UInt32 = 0
+    var bits = 0
+    for byte in input {
+      let value = decodeTable[Int(byte)]
+      guard value != 0xFF else { return nil }
+      accumulator = accumulator << 6 | UInt32(value)
+      bits += 6
+      if bits >= 8 {
+        bits -= 8
+        out.append(UInt8((accumulator >> UInt32(bits)) & 0xFF))
+      }
+    }
+    return out
+  }
+
+  public static func decode(_ text: String) -> [UInt8]? { decode(Substring(text)) }
 }

@@ -1,4 +1,5 @@
 // §3 JWT HS256: sign/verify round trip, the JWT.io example, and each rejection.
+import RelayWebSocket
 import Testing
 
 @testable import RelayProtocol

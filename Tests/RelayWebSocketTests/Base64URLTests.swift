@@ -1,6 +1,6 @@
 import Testing
 
-@testable import RelayProtocol
+@testable import RelayWebSocket
 
 @Suite struct Base64URLTests {
   /// RFC 4648 §10 vectors, URL-safe alphabet without padding (§5).
