@@ -43,7 +43,7 @@ let package = Package(
     .target(name: "RelayWebSocket", swiftSettings: hot),
     .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: hot),
     .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayWebSocket"], swiftSettings: hot),
-    .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol"], swiftSettings: hot),
+    .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayWebSocket"], swiftSettings: hot),
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims"], swiftSettings: hot),

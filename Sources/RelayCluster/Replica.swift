@@ -14,6 +14,7 @@
 // anyone's death: after a gap, every node gets a fresh `nodeTimeoutMs`.
 public import RelayCore
 public import RelayProtocol
+import RelayWebSocket
 
 /// Ids for the replicated core: the same on every replica, unguessable outside the
 /// cluster. Draw n is `HMAC-SHA256(seed, n)`, URL-safe base64; the seed is the log
