@@ -68,6 +68,7 @@ start_server() {
     relay) taskset -c "$SERVER_CPU" "$BIN/relay" serve --listen "127.0.0.1:$port" --log-level warning "$@" >"$log" 2>&1 & ;;
     node) taskset -c "$SERVER_CPU" node Benchmarks/peers/node-ws-broadcast.js --port "$port" "$@" >"$log" 2>&1 & ;;
     python) taskset -c "$SERVER_CPU" python3 Benchmarks/peers/python-websockets-broadcast.py --port "$port" "$@" >"$log" 2>&1 & ;;
+    floor) taskset -c "$SERVER_CPU" "$ROOT/.build/floor" --port "$port" "$@" >"$log" 2>&1 & ;;
   esac
   SERVER_PID=$!
   wait_port "$port"
@@ -89,6 +90,9 @@ bots_cpu_us() {
   echo "$total"
 }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# Bytes the process wrote and its write syscalls (/proc/PID/io): bytes per delivery
+# and deliveries per write, to compare servers at equal bytes.
+io_field() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/io"; }
 # Anonymous resident memory: heap and stacks, without the shared library and
 # binary pages that RSS also counts (those are paged in once, not per connection).
 anon_kb() { awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"; }
@@ -122,6 +126,9 @@ measure() {
   local cpu0 t0 cpu1 t1 rss anon bots0 bots1 sys0 sys1
   cpu0=$(cpu_us "$SERVER_PID")
   sys0=$(sys_us "$SERVER_PID")
+  local wchar0 syscw0 wchar1 syscw1
+  wchar0=$(io_field "$SERVER_PID" wchar)
+  syscw0=$(io_field "$SERVER_PID" syscw)
   local steal0 steal1
   steal0=$(steal_us)
   bots0=$(bots_cpu_us "${pids[@]}")
@@ -135,6 +142,8 @@ measure() {
   wait_line "$RAW/$name.0.err" "run over" 600 || true
   cpu1=$(cpu_us "$SERVER_PID")
   sys1=$(sys_us "$SERVER_PID")
+  wchar1=$(io_field "$SERVER_PID" wchar)
+  syscw1=$(io_field "$SERVER_PID" syscw)
   steal1=$(steal_us)
   bots1=$(bots_cpu_us "${pids[@]}")
   t1=$(now_us)
@@ -142,9 +151,9 @@ measure() {
   anon=$(anon_kb "$SERVER_PID")
   local rc=0
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  python3 - "$RECORDS" "$name" "$target" "$scenario" "$shards" "$((cpu1 - cpu0))" "$((t1 - t0))" "$rss" "$rc" "$RAW" "$((bots1 - bots0))" "$anon" "$((sys1 - sys0))" "$((steal1 - steal0))" <<'EOF'
+  python3 - "$RECORDS" "$name" "$target" "$scenario" "$shards" "$((cpu1 - cpu0))" "$((t1 - t0))" "$rss" "$rc" "$RAW" "$((bots1 - bots0))" "$anon" "$((sys1 - sys0))" "$((steal1 - steal0))" "$((wchar1 - wchar0))" "$((syscw1 - syscw0))" <<'EOF'
 import json, sys
-records, name, target, scenario, shards, cpu_us, wall_us, rss, rc, raw, bots_cpu_us, anon, sys_us, steal_us = sys.argv[1:]
+records, name, target, scenario, shards, cpu_us, wall_us, rss, rc, raw, bots_cpu_us, anon, sys_us, steal_us, wchar, syscw = sys.argv[1:]
 reports = [json.load(open(f"{raw}/{name}.{k}.json")) for k in range(int(shards))]
 deliv = sum(r["deliveriesReceived"] for r in reports)
 dur_s = max(r["durationMs"] for r in reports) / 1000
@@ -160,6 +169,10 @@ rec = dict(name=name, target=target, scenario=scenario, rc=int(rc),
            cpuUsPer1000=1000 * int(cpu_us) / deliv if deliv else None,
            sysPct=100 * int(sys_us) / max(1, int(wall_us)),
            stealPct=100 * int(steal_us) / max(1, int(wall_us)) / 2,
+           kernelUsPerDelivery=int(sys_us) / deliv if deliv else None,
+           userUsPerDelivery=(int(cpu_us) - int(sys_us)) / deliv if deliv else None,
+           bytesPerDelivery=int(wchar) / deliv if deliv else None,
+           deliveriesPerWrite=deliv / int(syscw) if int(syscw) else None,
            rssKb=int(rss), anonKb=int(anon), p50=lat["p50"], p99=lat["p99"], p999=lat["p999"],
            handP50=hand["p50"], handP99=hand["p99"], handP999=hand["p999"], handCount=hand["count"],
            handCommands=sum(r["handCommands"] for r in reports),
@@ -239,6 +252,20 @@ if any(r["scenario"] == "fanout" for r in recs):
           "When bots CPU % is near 100, the client core, not the server, set the deliveries/s ceiling; "
           "CPU µs per 1 000 deliveries is the comparable figure. Bots CPU µs / delivery is relay-bots' own cost "
           "(user + kernel, over the same window); 1 / that is roughly what one bots core can receive.", ""]
+if any(r["scenario"] == "fanout-floor" for r in recs):
+    L += ["## 1b. Relay against the floor at equal bytes (Benchmarks/floor/floor.c)", "",
+          "The floor is a minimal C/libuv room broadcast: each frame copied into one contiguous buffer per "
+          "connection, one write per connection per loop turn. It is driven with bots/fanout-floor.json, whose "
+          "payload is padded so its frames are about as long as Relay's message events.", "",
+          "| server | deliveries/s | kernel µs / delivery | user µs / delivery | bytes written / delivery | deliveries / write | p50 ms | p99 ms | check failures |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for s_, t, label in (("fanout", "relay", "Relay"), ("fanout-floor", "floor", "C floor")):
+        rs = group(s_, t)
+        if rs:
+            L.append(f"| {label} | {f(med(rs,'deliveriesPerSec'))} | {f(med(rs,'kernelUsPerDelivery'),3)} | "
+                     f"{f(med(rs,'userUsPerDelivery'),3)} | {f(med(rs,'bytesPerDelivery'),1)} | {f(med(rs,'deliveriesPerWrite'),1)} | "
+                     f"{ms(med(rs,'p50'))} | {ms(med(rs,'p99'))} | {fails(rs)} |")
+    L += [""]
 if any(r["scenario"].startswith("rate-") for r in recs):
     L += ["## 2. Fixed message rate into 10 x 100 (Relay)", "",
           "| offered msg/s | deliveries/s | p50 ms | p99 ms | p99.9 ms | server CPU % | CPU µs / 1 000 deliveries | bots CPU % | steal % | p99 ms of each run | check failures |",
@@ -297,6 +324,7 @@ if [ "${1:-}" = summarize ]; then summarize "$2"; exit 0; fi
 echo "building release…" >&2
 "$SWIFT" build -c release --product relay >&2
 "$SWIFT" build -c release --product relay-bots >&2
+cc -O2 -o "$ROOT/.build/floor" Benchmarks/floor/floor.c -luv -lcrypto >&2
 
 for c in "${CONFIGS[@]}"; do
   case "$c" in
@@ -305,6 +333,7 @@ for c in "${CONFIGS[@]}"; do
       bench relay fanout 1 --message-rate 1000000 --max-outbound-bytes 16777216 -- --quiet
       bench node fanout 1 -- --quiet
       bench python fanout 1 -- --quiet
+      bench floor fanout-floor 1 -- --quiet
       ;;
     rate)
       echo "== fixed rates (200 and 1 000 msg/s into 10 x 100)" >&2
