@@ -44,12 +44,21 @@ public final class Loop {
   public static let maxGatherBuffers = 1024
   /// Most bytes one `uv_write` request carries; `uv_try_write` is not bounded.
   public static let maxInFlightBytes = 64 * 1024
+  /// A flush of several queued buffers adding up to at most this many bytes copies
+  /// them into one contiguous buffer and writes that (`write`), instead of handing
+  /// the kernel an iovec per buffer (`writev`): on loopback the kernel's per-iovec
+  /// work costs more than the copy of a few small frames. Larger batches keep the
+  /// shared buffers (no copy). The figures that chose it: Benchmarks/results/.
+  public static let coalesceLimit = 16 * 1024
 
   let rawLoop: UnsafeMutablePointer<uv_loop_t>
   let readBuffer: UnsafeMutableRawPointer
   /// Scratch `uv_buf_t` array reused by every flush; libuv copies the array in
   /// `uv_write` (`src/unix/stream.c`), so it is free again when the call returns.
   let gatherBuffers: UnsafeMutablePointer<uv_buf_t>
+  /// Where a flush of small buffers is made contiguous (see `coalesceLimit`); only
+  /// within one flush, never across a callback.
+  let coalesceBuffer: UnsafeMutableRawPointer
   private let prepareHandle: UnsafeMutablePointer<uv_prepare_t>
   private let checkHandle: UnsafeMutablePointer<uv_check_t>
   private let lingerTimer: UnsafeMutablePointer<uv_timer_t>
@@ -84,6 +93,7 @@ public final class Loop {
     rawLoop = .allocate(capacity: 1)
     readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
     gatherBuffers = .allocate(capacity: Self.maxGatherBuffers)
+    coalesceBuffer = .allocate(byteCount: Self.coalesceLimit, alignment: 16)
     prepareHandle = .allocate(capacity: 1)
     checkHandle = .allocate(capacity: 1)
     lingerTimer = .allocate(capacity: 1)
@@ -205,6 +215,7 @@ public final class Loop {
     checkHandle.deallocate()
     lingerTimer.deallocate()
     gatherBuffers.deallocate()
+    coalesceBuffer.deallocate()
     readBuffer.deallocate()
     rawLoop.deallocate()
   }

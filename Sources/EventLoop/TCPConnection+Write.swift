@@ -144,9 +144,22 @@ extension TCPConnection {
     if let extras, let sealer = extras.sealer, state == .open || state == .shuttingDown { seal(extras, sealer) }
     guard state == .open || state == .shuttingDown, !writeInFlight, !pending.isEmpty else { return }
     loop.statistics.flushes &+= 1
-    let (bufferCount, _) = gatherPending()
+    let (bufferCount, byteCount) = gatherPending()
     loop.statistics.tryWriteCalls &+= 1
-    let result = uv_try_write(stream, loop.gatherBuffers, UInt32(bufferCount))
+    let result: Int32
+    if bufferCount > 1, byteCount <= Loop.coalesceLimit {
+      // Several small frames (a fan-out turn): one contiguous write (see coalesceLimit).
+      var offset = 0
+      for index in 0..<bufferCount {
+        let piece = loop.gatherBuffers[index]
+        (loop.coalesceBuffer + offset).copyMemory(from: piece.base, byteCount: piece.len)
+        offset += piece.len
+      }
+      var whole = uv_buf_t(base: loop.coalesceBuffer.assumingMemoryBound(to: CChar.self), len: byteCount)
+      result = uv_try_write(stream, &whole, 1)
+    } else {
+      result = uv_try_write(stream, loop.gatherBuffers, UInt32(bufferCount))
+    }
     if result > 0 {
       consumeWritten(Int(result))
     } else if result < 0 && result != UV_EAGAIN.rawValue {
