@@ -13,7 +13,7 @@
 // number). A silence of the whole log (Redis unreachable for everyone) is not
 // anyone's death: after a gap, every node gets a fresh `nodeTimeoutMs`.
 public import RelayCore
-public import RelayProtocol
+import RelayProtocol
 import RelayWebSocket
 
 /// Ids for the replicated core: the same on every replica, unguessable outside the

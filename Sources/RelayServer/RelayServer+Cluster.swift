@@ -1,7 +1,7 @@
 import EventLoop
 import Logging
 import RelayCluster
-public import RelayCore
+import RelayCore
 import RelayCrypto
 import RelayProtocol
 import RelayWebSocket

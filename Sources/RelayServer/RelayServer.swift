@@ -1,7 +1,7 @@
 import EventLoop
 import RelayCluster
 public import Logging
-public import RelayCore
+import RelayCore
 public import RelayProtocol
 import RelayCrypto
 import RelayWebSocket
