@@ -58,7 +58,11 @@ class Redis:
             [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", str(self.dir), *(["--requirepass", self.password] if self.password else [])],
             stdout=log, stderr=subprocess.STDOUT)
-        _wait(self._answers, START_TIMEOUT_S, "redis")
+        try:
+            _wait(self._answers, START_TIMEOUT_S, "redis")
+        except BaseException:
+            self.kill()  # never leave a server behind when the fixture fails
+            raise
 
     def _answers(self) -> bool:
         try:
@@ -112,7 +116,12 @@ class Node:
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         if wait:
-            self.wait_ready()
+            try:
+                self.wait_ready()
+            except BaseException:
+                self.kill()  # a node that never became ready is not left running
+                self.log.close()
+                raise
 
     @property
     def http(self) -> str:
