@@ -96,16 +96,20 @@ let package = Package(
       swiftSettings: strict),
 
     // Tests.
+    .target(name: "TestSupport", path: "Tests/TestSupport"),
     .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayCrypto"]),
     .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayWebSocket"]),
     .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol"]),
-    .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
+    .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "TestSupport"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayCrypto"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "RelayCrypto"]),
     .testTarget(
       name: "RelayServerTests",
-      dependencies: ["RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop"]),
+      dependencies: [
+        "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop", "RelayCrypto", "TestSupport",
+        .product(name: "Logging", package: "swift-log"),
+      ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol"]),
-    .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayClientCore", "RelayProtocol"]),
+    .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayClientCore", "RelayProtocol", "TestSupport"]),
   ]
 )

@@ -74,6 +74,12 @@ public final class RelayCore {
 
   /// One complete inbound text message. Also proves liveness (§5).
   public func receive(_ c: ConnectionID, text: [UInt8], at: Instant) {
+    text.withUnsafeBytes { receive(c, text: $0, at: at) }
+  }
+
+  /// `receive(_:text:at:)` for a message borrowed from the shell's read buffer,
+  /// valid during the call: nothing of it is kept but what the decoder copies out.
+  public func receive(_ c: ConnectionID, text: UnsafeRawBufferPointer, at: Instant) {
     guard let connection = connections[c], connection.phase != .closing else { return }
     connection.lastInboundMonoMs = at.monoMs
     switch CommandDecoder.decode(text, limits: decoderLimits) {

@@ -41,12 +41,12 @@ extension RelayServer {
     let budget = config.outboundBudgetBytes
     guard budget > 0, loop.stats.queuedBytes > budget else { return }
     let holders = connections.values
-      .filter { $0.tcp.acceptsWrites && $0.tcp.queuedBytes > 0 }
-      .sorted { ($0.tcp.queuedBytes, $1.id) > ($1.tcp.queuedBytes, $0.id) }
+      .filter { $0.transport.acceptsWrites && $0.transport.queuedBytes > 0 }
+      .sorted { ($0.transport.queuedBytes, $1.id) > ($1.transport.queuedBytes, $0.id) }
     for conn in holders {
       guard loop.stats.queuedBytes > budget else { break }
       outbound.budgetCloses += 1
-      slowConsumer(conn)
+      conn.slowConsumer()
     }
     logger.warning("outbound budget exceeded", metadata: ["closed": "\(outbound.budgetCloses)", "queued": "\(loop.stats.queuedBytes)"])
   }
@@ -61,10 +61,10 @@ extension RelayServer {
   func outboundSweep(nowMs: Int64) {
     if !outbound.flushing.isEmpty {
       outbound.updateFlushing { entry in
-        guard let conn = connections[entry.id], conn.tcp.acceptsWrites else { return true }
-        let queued = conn.tcp.queuedBytes
+        guard let conn = connections[entry.id], conn.transport.acceptsWrites else { return true }
+        let queued = conn.transport.queuedBytes
         if queued == 0 {
-          conn.tcp.shutdown()
+          conn.transport.shutdown()
           return true
         }
         if queued < entry.queued {
@@ -72,7 +72,7 @@ extension RelayServer {
           entry.progressMs = nowMs
         }
         guard nowMs >= entry.dueMs || nowMs - entry.progressMs >= config.slowConsumerStallMs else { return false }
-        conn.tcp.close()
+        conn.abort()
         return true
       }
     }

@@ -42,16 +42,14 @@ extension RelayServer {
     clusterLastInbound[conn.id.raw] = loop.nowMs
     cluster.append(.open(connection: conn.id.raw)) { [weak self, weak conn] in
       guard let self, let conn else { return }
-      self.closeWebSocket(conn, code: CloseCode.serviceRestart, reason: "cluster unavailable")
+      conn.close(code: CloseCode.serviceRestart, reason: "cluster unavailable")
     }
   }
 
   func inputText(_ conn: ServerConnection, _ payload: [UInt8]) {
     guard let cluster else {
-      let started = Loop.hrtimeNs()
-      core.receive(conn.id, text: payload, at: now)
-      applyEffects()
-      return metrics.commandLatency.recordNanoseconds(Int64(Loop.hrtimeNs() &- started))
+      payload.withUnsafeBytes { inputText(conn.id, borrowed: $0) }
+      return applyEffects()
     }
     clusterLastInbound[conn.id.raw] = loop.nowMs
     cluster.append(.text(connection: conn.id.raw, payload)) { [weak self, weak conn] in
@@ -59,6 +57,22 @@ extension RelayServer {
       self.answerUnavailable(conn, payload)
     }
   }
+
+  /// Standalone: one text message into the core, borrowed for the call; the caller
+  /// applies the effects. One command in `commandSampling` is timed, so the
+  /// command-duration histogram costs no clock read on most messages.
+  func inputText(_ id: ConnectionID, borrowed payload: UnsafeRawBufferPointer) {
+    commandCount &+= 1
+    guard commandCount & (Self.commandSampling - 1) == 0 else {
+      return core.receive(id, text: payload, at: now)
+    }
+    let started = Loop.hrtimeNs()
+    core.receive(id, text: payload, at: now)
+    metrics.commandLatency.recordNanoseconds(Int64(Loop.hrtimeNs() &- started))
+  }
+
+  /// Commands per timed one (a power of two).
+  static let commandSampling: UInt64 = 16
 
   /// Any other inbound frame proves liveness (§5).
   func inputAlive(_ conn: ServerConnection) {
@@ -69,9 +83,10 @@ extension RelayServer {
     clusterLastInbound[conn.id.raw] = loop.nowMs
   }
 
-  func inputClosed(_ conn: ServerConnection) {
+  /// `clean`: the socket ended after a closing handshake.
+  func inputClosed(_ conn: ServerConnection, clean: Bool) {
     guard let cluster else {
-      core.closed(conn.id, clean: conn.closedCleanly, at: now)
+      core.closed(conn.id, clean: clean, at: now)
       return applyEffects()
     }
     clusterLastInbound[conn.id.raw] = nil
@@ -79,7 +94,7 @@ extension RelayServer {
     // held (lost), not gone. A socket of an earlier node number is already closed
     // on every replica.
     guard Replica.node(of: conn.id.raw) == cluster.number else { return }
-    cluster.append(.closed(connection: conn.id.raw, clean: conn.closedCleanly && !draining))
+    cluster.append(.closed(connection: conn.id.raw, clean: clean && !draining))
   }
 
   /// §12: a command that needs shared state while it is unreachable gets
@@ -126,7 +141,7 @@ extension RelayServer {
 
   func closeAllWebSockets(code: UInt16, reason: String) {
     for conn in connections.values.sorted(by: { $0.id < $1.id }) where conn.isWebSocket {
-      closeWebSocket(conn, code: code, reason: reason)
+      conn.close(code: code, reason: reason)
     }
   }
 
@@ -176,8 +191,7 @@ extension RelayServer {
     for conn in connections.values where conn.isWebSocket {
       guard let last = clusterLastInbound[conn.id.raw] else { continue }
       if timeout > 0, nowMs > last + timeout {
-        conn.closedCleanly = false
-        conn.tcp.close()
+        conn.drop()
       } else if pingNow {
         sendPing(conn)
       }

@@ -28,51 +28,21 @@ extension RelayServer {
   /// A new socket speaks TLS first: its handshake must end within `--hello-timeout`.
   func startTLS(_ conn: ServerConnection) {
     guard let context = tlsContext else { return }
-    conn.tcp.sealer = TLSConnection(context: context)
+    conn.transport.sealer = TLSConnection(context: context)
     tlsDeadlines.add(conn.id.raw, dueMs: now.monoMs + config.core.helloTimeoutMs)
   }
 
-  /// Ciphertext in: plaintext goes on into the HTTP/WebSocket pipeline; handshake
-  /// output is flushed at the end of the turn; a failure closes this connection only.
-  func didReadTLS(_ conn: ServerConnection, _ tls: TLSConnection, _ bytes: UnsafeMutableRawBufferPointer) {
-    tls.receive(UnsafeRawBufferPointer(bytes)) { plaintext in
-      guard !conn.tcp.isClosed else { return }
-      didRead(conn, UnsafeMutableRawBufferPointer(mutating: plaintext))
-    }
-    if tls.hasOutput { conn.tcp.flushSoon() }
-    switch tls.state {
-    case .handshaking:
-      break
-    case .established:
-      if !tls.reported {
-        tls.reported = true
-        tlsStats.handshakes += 1
-      }
-    case .closed:
-      conn.tcp.shutdown()  // close_notify answered, then FIN
-    case .failed(let error):
-      tlsFailed(conn, tls, error.label, error.description)
-    }
-  }
-
-  func tlsFailed(_ conn: ServerConnection, _ tls: TLSConnection, _ reason: String, _ detail: String) {
-    if !tls.reported {
-      tls.reported = true
-      tlsStats.failures[reason, default: 0] += 1
-      logger.debug("TLS handshake failed", metadata: ["reason": "\(reason)", "detail": "\(detail)"])
-    }
-    conn.closedCleanly = false
-    conn.tcp.shutdown()  // the alert (if any) goes out, no close_notify after a failure
+  func tlsHandshakeFailed(reason: String, detail: String) {
+    tlsStats.failures[reason, default: 0] += 1
+    logger.debug("TLS handshake failed", metadata: ["reason": "\(reason)", "detail": "\(detail)"])
   }
 
   /// The sweep's TLS part: a handshake not done within `--hello-timeout` ends.
   func sweepTLS(nowMs: Int64) {
     for raw in tlsDeadlines.popDue(nowMs: nowMs) {
-      guard let conn = connections[ConnectionID(raw)], let tls = conn.tcp.sealer as? TLSConnection,
-        tls.state == .handshaking
-      else { continue }
-      tlsFailed(conn, tls, "timeout", "handshake not done within the hello timeout")
-      conn.tcp.close()
+      guard let conn = connections[ConnectionID(raw)], let tls = conn.tls, tls.state == .handshaking else { continue }
+      conn.tlsFailed(tls, "timeout", "handshake not done within the hello timeout")
+      conn.abort()
     }
   }
 

@@ -26,6 +26,8 @@ public final class RelayServer {
   var lastClusterPingMs: UInt64 = 0
   var pendingAdmin: [UInt64: ServerConnection] = [:]
   var nextAdminRequest: UInt64 = 1
+  /// Text messages given to the core (for sampling their duration).
+  var commandCount: UInt64 = 0
   let metrics = ServerMetrics()
   private var listener: TCPListener?
   var connections = RefTable<ServerConnectionsById>()
@@ -45,12 +47,12 @@ public final class RelayServer {
   private var listening = false
   private var listenFallback: EventLoop.Timer?
   /// Reused for the events of each WebSocket read, so a read allocates no array.
-  private var eventScratch: [WebSocketEvent] = []
+  var readScratch: [ReadEvent] = []
   private(set) var draining = false
-  private var websocketCount = 0
+  private(set) var websocketCount = 0
   /// The heartbeat ping (empty payload), framed once and shared by every connection.
   private let pingFrame = Framing.frame(.ping, [])
-  private var stopped = false
+  private(set) var stopped = false
   private var drainStartedMs: Int64 = 0
   /// `--webhook-url` deliveries (contract §11); nil when not configured.
   var webhookClient: WebhookClient?
@@ -148,240 +150,104 @@ public final class RelayServer {
     return Instant(monoMs: mono, wallMs: Loop.wallClockMs())
   }
 
-  // MARK: Accept and read
+  // MARK: Accept
 
   private func accept(_ tcp: TCPConnection) {
+    let conn = adopt(tcp)
+    tcp.delegate = conn
+    tcp.startReading()
+  }
+
+  /// Gives a new transport its pipeline: the connection table, the head deadline,
+  /// TLS when configured. Tests adopt in-memory transports the same way.
+  func adopt(_ transport: any ConnectionTransport) -> ServerConnection {
     let id = makeConnectionID()
     let conn = ServerConnection(
-      server: self, id: id, tcp: tcp, maxHeadBytes: config.maxHeadBytes,
+      server: self, id: id, transport: transport, maxHeadBytes: config.maxHeadBytes,
       maxMessageBytes: config.maxMessageBytes)
+    transport.maxOutboundBytes = config.maxOutboundBytes
     connections.insert(conn)
-    tcp.maxOutboundBytes = config.maxOutboundBytes
-    tcp.delegate = conn
     headDeadlines.add(id.raw, dueMs: now.monoMs + config.headTimeoutMs)
     startTLS(conn)
     metrics.connectionsAccepted.increment()
     metrics.connectionsOpen.record(connections.count)
-    tcp.startReading()
+    return conn
   }
 
-  /// Never called after `didClose`: the socket drops its delegate when it closes.
-  func didRead(_ conn: ServerConnection, _ bytes: UnsafeMutableRawBufferPointer) {
-    switch conn.phase {
-    case .http(var parser):
-      conn.phase = .finishing  // parser moved out so it is mutated uniquely
-      let result = parser.feed(UnsafeRawBufferPointer(bytes))
-      conn.phase = .http(parser)
-      handleHead(conn, result, leftover: parser.leftover)
-    case .body(let head, var body, let expected):
-      body.append(contentsOf: bytes)
-      conn.phase = .body(head, body, expected: expected)
-      if body.count >= expected { routeHTTP(conn, head, body: Array(body.prefix(expected))) }
-    case .websocket:
-      feedWebSocket(conn, bytes)
-    case .finishing:
-      break  // a response is on its way out; later input is discarded
-    }
+  // MARK: What a connection's pipeline asks of the server
+
+  /// The WebSocket endpoint a request upgrades to, or nil for a plain HTTP request.
+  func endpoint(for head: HTTPRequestHead) -> Endpoint? {
+    if head.path == "/v1/ws" { return .relay }
+    if config.echo && head.path == "/v1/echo" { return .echo }
+    return nil
   }
 
-  func didClose(_ conn: ServerConnection, _ reason: CloseReason) {
-    let id = conn.id
-    guard connections.removeValue(forKey: id) != nil else { return }
-    leaveWebSocket(conn)
+  /// Why an upgrade is answered 503 now, or nil to go on with the handshake.
+  func upgradeRefusal(_ conn: ServerConnection) -> String? {
+    if !isReady { return draining ? "draining" : "cluster unavailable" }
+    // Accepted under a node number this node no longer has (it rejoined).
+    if let cluster, Replica.node(of: conn.id.raw) != cluster.number { return "node rejoining the cluster" }
+    return nil
+  }
+
+  func webSocketOpened(_ conn: ServerConnection, _ endpoint: Endpoint) {
+    websocketCount += 1
+    metrics.websocketsOpen.record(websocketCount)
+    if endpoint == .relay { inputOpen(conn) }
+  }
+
+  /// A WebSocket left the open ones (closing handshake done, slow consumer, dead
+  /// peer, socket gone): drain completion and the open-WebSockets gauge read this.
+  func webSocketLeft(_ conn: ServerConnection) {
+    websocketCount -= 1
+    metrics.websocketsOpen.record(websocketCount)
+    if draining, !stopped, websocketCount == 0 { finishDrain(force: false) }
+  }
+
+  /// The socket is gone. `wasCounted`: it was still an open WebSocket. `coreClean`
+  /// is non-nil for a relay socket the core knows: whether it ended cleanly.
+  func connectionClosed(_ conn: ServerConnection, wasCounted: Bool, coreClean: Bool?) {
+    guard connections.removeValue(forKey: conn.id) != nil else { return }
+    if wasCounted { webSocketLeft(conn) }
     metrics.connectionsOpen.record(connections.count)
-    if conn.coreOpened {
-      conn.coreOpened = false
-      inputClosed(conn)
-    }
+    if let coreClean { inputClosed(conn, clean: coreClean) }
     if draining, stopped, connections.isEmpty {
       sweepTimer?.close()
       sweepTimer = nil
     }
   }
 
-  // MARK: HTTP
-
-  private func handleHead(_ conn: ServerConnection, _ result: HTTPHeadParseResult, leftover: [UInt8]) {
-    switch result {
-    case .needMore:
-      return
-    case .invalid(let status):
-      respond(conn, status: status, body: Array(HTTPResponse.reasonPhrase(status).utf8))
-    case .complete(let head, _):
-      metrics.httpRequests.increment()
-      // RFC 9112 §3.2: an HTTP/1.1 request without exactly one Host is a 400.
-      if head.versionMinor >= 1, head.headerCount("host") != 1 {
-        respond(conn, status: 400, body: Array("missing or repeated Host".utf8))
-        return
-      }
-      if isUpgrade(head) {
-        upgrade(conn, head, leftover: leftover)
-        return
-      }
-      let length = head.contentLength ?? -1
-      guard length >= 0, length <= config.maxBodyBytes else {
-        respond(conn, status: length < 0 ? 400 : 413, body: Array("bad body length".utf8))
-        return
-      }
-      if leftover.count >= length {
-        routeHTTP(conn, head, body: Array(leftover.prefix(length)))
-      } else {
-        conn.phase = .body(head, leftover, expected: length)
-      }
-    }
+  func closeHandshakeStarted(_ conn: ServerConnection) {
+    closeDeadlines.add(conn.id.raw, dueMs: now.monoMs + config.closeHandshakeTimeoutMs)
   }
 
-  private func isUpgrade(_ head: HTTPRequestHead) -> Bool {
-    head.path == "/v1/ws" || (config.echo && head.path == "/v1/echo")
+  func slowConsumerCounted(_ conn: ServerConnection) {
+    metrics.slowConsumerCloses.increment()
+    logger.debug("slow consumer", metadata: ["connection": "\(conn.id)"])
   }
 
-  /// Writes a complete HTTP response and closes the connection after it is sent
-  /// (no keep-alive: the HTTP side is for health checks and admin calls).
+  /// A slow consumer's close frame follows what is in flight; the sweep ends it.
+  func slowConsumerFlushing(_ conn: ServerConnection) {
+    let nowMs = now.monoMs
+    outbound.flushing(.init(
+      id: conn.id, dueMs: nowMs + config.slowConsumerCloseTimeoutMs, queued: conn.transport.queuedBytes,
+      progressMs: nowMs))
+  }
+
+  /// After every write: the process-wide outbound budget (protocol/ §1).
+  @inline(__always) func checkOutboundBudget() {
+    if loop.stats.queuedBytes > config.outboundBudgetBytes { enforceOutboundBudget() }
+  }
+
+  // MARK: HTTP responses
+
   func respond(_ conn: ServerConnection, status: Int, headers: [(String, String)] = [], body: [UInt8]) {
-    conn.phase = .finishing
-    let bytes = HTTPResponse.make(status: status, headers: headers, body: body, close: true)
-    conn.tcp.write(bytes)
-    conn.tcp.shutdown()
+    conn.respond(status: status, headers: headers, body: body)
   }
 
   func respondJSON(_ conn: ServerConnection, status: Int, _ json: [UInt8]) {
     respond(conn, status: status, headers: [("Content-Type", "application/json")], body: json)
-  }
-
-  // MARK: WebSocket
-
-  private func upgrade(_ conn: ServerConnection, _ head: HTTPRequestHead, leftover: [UInt8]) {
-    if !isReady {
-      respond(conn, status: 503, body: Array((draining ? "draining" : "cluster unavailable").utf8))
-      return
-    }
-    if let cluster, Replica.node(of: conn.id.raw) != cluster.number {
-      // Accepted under a node number this node no longer has (it rejoined).
-      respond(conn, status: 503, body: Array("node rejoining the cluster".utf8))
-      return
-    }
-    let endpoint: Endpoint = head.path == "/v1/echo" ? .echo : .relay
-    let result = WebSocketHandshake.evaluate(
-      head, supportedSubprotocols: endpoint == .relay ? ["relay.v1"] : [],
-      refuseUnsupportedOffer: endpoint == .relay, sha1: Crypto.sha1)
-    switch result {
-    case .reject(_, let response):
-      conn.phase = .finishing
-      conn.tcp.write(response)
-      conn.tcp.shutdown()
-    case .accept(let response, _):
-      conn.tcp.write(response)
-      conn.phase = .websocket(endpoint)
-      conn.countedAsWebSocket = true
-      websocketCount += 1
-      metrics.websocketsOpen.record(websocketCount)
-      if endpoint == .relay {
-        conn.coreOpened = true
-        inputOpen(conn)
-      }
-      if !leftover.isEmpty {
-        var bytes = leftover
-        bytes.withUnsafeMutableBytes { feedWebSocket(conn, $0) }
-      }
-    }
-  }
-
-  /// Decodes a read (unmasking in place in the read buffer) and handles its events
-  /// after the codec is done, since handling one may start a close on the codec.
-  /// The connection stays in the table throughout: a socket reports its close only
-  /// from libuv's close callback, never inside the writes and closes made here.
-  private func feedWebSocket(_ conn: ServerConnection, _ bytes: UnsafeMutableRawBufferPointer) {
-    guard case .websocket(let endpoint) = conn.phase else { return }
-    var events = eventScratch
-    eventScratch = []
-    conn.ws.receive(overwriting: bytes) { events.append($0) }
-    for event in events { handle(event, conn, endpoint) }
-    events.removeAll(keepingCapacity: true)
-    eventScratch = events
-  }
-
-  private func handle(_ event: WebSocketEvent, _ conn: ServerConnection, _ endpoint: Endpoint) {
-    switch event {
-    case .write(let bytes):
-      send(conn, bytes)
-    case .text(let payload):
-      if endpoint == .echo {
-        if conn.acceptsFrames { send(conn, Framing.frame(.text, payload)) }
-      } else {
-        inputText(conn, payload)
-      }
-    case .binary(let payload):
-      if endpoint == .echo {
-        if conn.acceptsFrames { send(conn, Framing.frame(.binary, payload)) }
-      } else {
-        // Contract §1: a binary message on /v1/ws closes with 1003.
-        closeWebSocket(conn, code: CloseCode.unsupportedData, reason: "binary messages are not accepted")
-      }
-    case .ping, .pong:
-      if endpoint == .relay, conn.coreOpened { inputAlive(conn) }
-    case .closed(_, _, _):
-      conn.closedCleanly = true
-      conn.phase = .finishing
-      conn.tcp.shutdown()
-      leaveWebSocket(conn)
-    }
-  }
-
-  /// Counts a WebSocket out of the open ones exactly once: when its closing
-  /// handshake completes, when it is dropped as a slow consumer, or when its socket
-  /// ends. Drain completion and the open-WebSockets gauge read this count.
-  private func leaveWebSocket(_ conn: ServerConnection) {
-    guard conn.countedAsWebSocket else { return }
-    conn.countedAsWebSocket = false
-    websocketCount -= 1
-    metrics.websocketsOpen.record(websocketCount)
-    if draining, !stopped, websocketCount == 0 { finishDrain(force: false) }
-  }
-
-  /// Starts a close we initiate: close frame now, TCP closed when the peer answers
-  /// or after `closeHandshakeTimeoutMs`.
-  func closeWebSocket(_ conn: ServerConnection, code: UInt16, reason: String) {
-    guard case .websocket = conn.phase else { return }
-    let frame = conn.ws.close(code: code, reason: reason)
-    conn.closedCleanly = true
-    if !frame.isEmpty { send(conn, frame) }
-    closeDeadlines.add(conn.id.raw, dueMs: now.monoMs + config.closeHandshakeTimeoutMs)
-  }
-
-  private func send(_ conn: ServerConnection, _ bytes: [UInt8]) {
-    if !conn.tcp.write(bytes) { slowConsumer(conn) }
-    if loop.stats.queuedBytes > config.outboundBudgetBytes { enforceOutboundBudget() }
-  }
-
-  private func send(_ conn: ServerConnection, _ buffer: OutboundBuffer) {
-    if !conn.tcp.write(buffer) { slowConsumer(conn) }
-    if loop.stats.queuedBytes > config.outboundBudgetBytes { enforceOutboundBudget() }
-  }
-
-  /// Contract §1: over `--max-outbound-bytes` not taken by the kernel (or chosen by
-  /// the process-wide budget) → close 4008 and free the queue. Whole frames the kernel
-  /// has not started on are dropped at once; the close frame follows the bytes in
-  /// flight (at most `Loop.maxInFlightBytes` and the frame begun), so a reader that is
-  /// slow but reading gets it (OutboundBudget.swift ends the socket once it is
-  /// flushed). The participant is lost, not gone: 4008 means "resume" (§14).
-  /// A write refused because the connection is already ending is not counted again.
-  func slowConsumer(_ conn: ServerConnection) {
-    guard conn.tcp.acceptsWrites else { return }
-    if case .finishing = conn.phase { return }
-    metrics.slowConsumerCloses.increment()
-    logger.debug("slow consumer", metadata: ["connection": "\(conn.id)"])
-    conn.tcp.discardUnsent()
-    guard case .websocket = conn.phase, conn.ws.state == .open else {
-      conn.tcp.close()
-      return
-    }
-    let frame = conn.ws.close(code: CloseCode.slowConsumer, reason: "slow consumer")
-    conn.phase = .finishing
-    conn.tcp.writeFinal(frame)
-    outbound.flushing(.init(
-      id: conn.id, dueMs: now.monoMs + config.slowConsumerCloseTimeoutMs, queued: conn.tcp.queuedBytes,
-      progressMs: now.monoMs))
-    leaveWebSocket(conn)
   }
 
   // MARK: Core effects
@@ -402,13 +268,9 @@ public final class RelayServer {
       case .ping(let id):
         if let conn = connections[id] { sendPing(conn) }
       case .close(let id, let code, let reason):
-        if let conn = connections[id] { closeWebSocket(conn, code: code, reason: reason) }
+        connections[id]?.close(code: code, reason: reason)
       case .drop(let id):
-        // Contract §5 heartbeat timeout: the peer is presumed dead, no close handshake.
-        if let conn = connections[id] {
-          conn.closedCleanly = false
-          conn.tcp.close()
-        }
+        connections[id]?.drop()  // protocol/ §5 heartbeat timeout
       case .webhook(let event, let body):
         if webhooks { webhook(event: event, body: body) }
       }
@@ -417,17 +279,17 @@ public final class RelayServer {
   }
 
   func sendPing(_ conn: ServerConnection) {
-    if conn.acceptsFrames { send(conn, pingFrame) }
+    if conn.acceptsFrames { conn.send(pingFrame) }
   }
 
   func deliver(_ payload: Payload, to ids: [ConnectionID]) {
     if ids.count == 1 {
-      if let conn = connections[ids[0]], conn.acceptsFrames { send(conn, Framing.textFrame(payload)) }
+      if let conn = connections[ids[0]], conn.acceptsFrames { conn.send(Framing.textFrame(payload)) }
       return
     }
     let frame = Framing.textFrame(payload)
     for id in ids {
-      if let conn = connections[id], conn.acceptsFrames { send(conn, frame) }
+      if let conn = connections[id], conn.acceptsFrames { conn.send(frame) }
     }
   }
 
@@ -456,18 +318,17 @@ public final class RelayServer {
 
   // MARK: Sweeps and drain
 
-  private func sweep() {
-    let nowMs = now.monoMs
+  private func sweep() { sweep(nowMs: now.monoMs) }
+
+  /// The slow deadlines, due at `nowMs` (tests pass a time of their choosing).
+  func sweep(nowMs: Int64) {
     sweepTLS(nowMs: nowMs)
     for raw in headDeadlines.popDue(nowMs: nowMs) {
-      guard let conn = connections[ConnectionID(raw)] else { continue }
-      switch conn.phase {
-      case .http, .body: conn.tcp.close()  // contract §1: head not complete in time
-      default: break
-      }
+      // protocol/ §1: a request head (and body) not complete in time.
+      if let conn = connections[ConnectionID(raw)], conn.isReadingRequest { conn.abort() }
     }
     for raw in closeDeadlines.popDue(nowMs: nowMs) {
-      connections[ConnectionID(raw)]?.tcp.close()
+      connections[ConnectionID(raw)]?.abort()
     }
     outboundSweep(nowMs: nowMs)
     if draining, nowMs - drainStartedMs >= config.drainTimeoutMs { finishDrain(force: true) }
@@ -509,9 +370,10 @@ public final class RelayServer {
       signals = []
     }
     for conn in connections.values.sorted(by: { $0.id < $1.id }) {
-      switch conn.phase {
-      case .http, .body, .websocket: conn.tcp.close()
-      case .finishing: if force { conn.tcp.close() }
+      switch conn.state {
+      case .head, .body, .open, .closing: conn.abort()
+      case .responding, .ending: if force { conn.abort() }
+      case .closed: break
       }
     }
     if force || connections.isEmpty {

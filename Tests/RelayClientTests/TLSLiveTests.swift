@@ -4,6 +4,7 @@
 
 import Foundation
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -14,19 +15,8 @@ import Testing
 @Suite(.serialized) struct TLSLiveTests {
   @Test("wss://: connect, join, a message round trip")
   func secureWebSocket() async throws {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("relay-sdk-tls-\(getpid())")
-    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    let cert = dir.appendingPathComponent("cert.pem").path
-    let key = dir.appendingPathComponent("key.pem").path
-    let openssl = Process()
-    openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-    openssl.arguments = ["req", "-x509", "-nodes", "-days", "2", "-subj", "/CN=localhost", "-newkey", "ec",
-                         "-pkeyopt", "ec_paramgen_curve:P-256", "-keyout", key, "-out", cert,
-                         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
-    openssl.standardError = FileHandle.nullDevice
-    try openssl.run()
-    openssl.waitUntilExit()
-    #expect(openssl.terminationStatus == 0)
+    let pair = try TestCertificate.make("ec")
+    let (cert, key) = (pair.cert, pair.key)
     setenv("SSL_CERT_FILE", cert, 1)
     let relay = try RelayProcess(["--tls-cert", cert, "--tls-key", key], tls: true)
     #expect(relay.url.scheme == "wss")

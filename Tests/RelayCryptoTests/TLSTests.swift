@@ -1,49 +1,13 @@
 // TLS over memory BIOs (TLS.swift): a client and a server connection pumped into
 // each other in memory, no sockets. Certificates are made by the `openssl` command
-// into a temporary folder, as an operator would make them.
+// into a temporary folder (TestSupport), as an operator would make them.
 import Foundation
 import Testing
+import TestSupport
 
 @testable import RelayCrypto
 
-/// A self-signed certificate and key for 127.0.0.1 / localhost, made once per run.
-private struct Pair {
-  let cert: String
-  let key: String
-
-  /// Tests run in parallel: one generation per kind, the others wait for it.
-  private static let lock = NSLock()
-  nonisolated(unsafe) private static var made: [String: Pair] = [:]
-
-  static func make(_ kind: String) throws -> Pair {
-    lock.lock()
-    defer { lock.unlock() }
-    if let pair = made[kind] { return pair }
-    let pair = try generate(kind)
-    made[kind] = pair
-    return pair
-  }
-
-  private static func generate(_ kind: String) throws -> Pair {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("relay-tls-\(kind)-\(getpid())")
-    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    let cert = dir.appendingPathComponent("cert.pem").path
-    let key = dir.appendingPathComponent("key.pem").path
-    do {
-      let keyArgs = kind == "rsa" ? ["-newkey", "rsa:2048"] : ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
-      let p = Process()
-      p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-      p.arguments = ["req", "-x509", "-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout", key, "-out", cert,
-                     "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"] + keyArgs
-      p.standardOutput = FileHandle.nullDevice
-      p.standardError = FileHandle.nullDevice
-      try p.run()
-      p.waitUntilExit()
-      #expect(p.terminationStatus == 0)
-    }
-    return Pair(cert: cert, key: key)
-  }
-}
+private typealias Pair = TestCertificate
 
 /// Moves bytes both ways until neither side has anything to say.
 private func pump(_ a: TLSConnection, _ b: TLSConnection, split: Int = .max, into received: inout [UInt8]) {
