@@ -3,7 +3,7 @@
 SWIFT ?= swift
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: deps test-deps build release run test unit integration bench bench-cluster bench-tls fuzz fuzz-smoke asan tsan embed clean
+.PHONY: deps test-deps build release run test unit integration bench bench-cluster bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan embed clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -43,6 +43,10 @@ bench-cluster: release
 bench-tls: release
 	$(SWIFT) build -c release --product relay-bots
 	python3 Benchmarks/tls.py
+
+# What OpenSSL itself holds per idle server connection (Benchmarks/tls-floor/README.md).
+bench-tls-floor:
+	bash Benchmarks/tls-floor/run.sh
 
 # The Swift tests and the integration suite under AddressSanitizer, and the Swift
 # tests under ThreadSanitizer (the server has one thread; client code with an I/O
