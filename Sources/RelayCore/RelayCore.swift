@@ -43,7 +43,6 @@ public final class RelayCore {
   var calls = CallBook()
   /// §6 join/leave windows of connections that joined or left (JoinRate.swift);
   /// looked up only, dropped at `closed`.
-  var joinRates: [ConnectionID: RateWindow] = [:]
   /// §8 replay bytes of all sessions (ReplayBudget.swift).
   let replayBudget: ReplayBudget
 
@@ -100,7 +99,6 @@ public final class RelayCore {
   /// core itself asked for `.close`. `clean`: a close handshake happened.
   public func closed(_ c: ConnectionID, clean: Bool, at: Instant) {
     guard let connection = connections.removeValue(forKey: c) else { return }
-    joinRates[c] = nil
     // Gone from both tables at once: a closed connection speaks for no user, also
     // while its sessions are left below, and its resume token now works only through
     // a `LostRecord` (§8 grace).

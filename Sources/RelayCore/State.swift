@@ -85,8 +85,8 @@ final class RateWindows {
   var message: RateWindow
 
   init(_ config: CoreConfig) {
-    hand = RateWindow(limit: config.handRate, windowMs: config.handWindowMs)
-    message = RateWindow(limit: config.messageRate, windowMs: config.messageWindowMs)
+    hand = RateWindow()
+    message = RateWindow()
   }
 }
 
@@ -244,6 +244,8 @@ final class Connection {
   var background = false
   /// §2 consecutive bad messages (saturating; the limit closes the connection first).
   var badMessages: Int32 = 0
+  /// §6 joins and leaves of this connection (`--join-rate`).
+  var joinWindow = RateWindow()
 
   init(id: ConnectionID, at: Instant) {
     self.id = id

@@ -7,13 +7,15 @@ extension ByteParser {
   mutating func parseString() throws(JSONError) -> String {
     index += 1  // opening quote
     let start = index
+    var seen: UInt8 = 0  // every byte OR-ed: below 0x80 means all ASCII
     while index < buffer.count {
       let byte = buffer[index]
       if byte == UInt8(ascii: "\"") {
-        let text = try makeString(start..<index)
+        let text = try makeString(start..<index, ascii: seen < 0x80)
         index += 1
         return text
       }
+      seen |= byte
       if byte == UInt8(ascii: "\\") { return try parseEscapedString(prefix: start..<index) }
       if byte < 0x20 { throw fail(.controlCharacter) }
       index += 1
@@ -21,8 +23,12 @@ extension ByteParser {
     throw fail(.unexpectedEnd)
   }
 
-  func makeString(_ range: Range<Int>) throws(JSONError) -> String {
+  /// ASCII (keys, types, ids: nearly every string of the protocol) needs no
+  /// validation; `String(validating:)` is generic over the encoding and, unspecialized
+  /// in the standard library, looks up type metadata on every call.
+  func makeString(_ range: Range<Int>, ascii: Bool = false) throws(JSONError) -> String {
     let slice = UnsafeBufferPointer(rebasing: buffer[range])
+    if ascii { return String(decoding: slice, as: UTF8.self) }
     guard let text = String(validating: slice, as: UTF8.self) else {
       throw JSONError(kind: .invalidUTF8, offset: range.lowerBound)
     }

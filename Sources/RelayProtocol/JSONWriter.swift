@@ -50,9 +50,21 @@ public struct JSONWriter: Sendable {
     appendQuoted(value)
   }
 
+  /// Decimal digits written in place (`String(value)` allocates a string per number).
   public mutating func number(_ value: Int64) {
     separate()
-    bytes.append(contentsOf: String(value).utf8)
+    if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    var magnitude = value.magnitude
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 20 digits at most, reversed
+    var count = 0
+    withUnsafeMutableBytes(of: &digits) { raw in
+      repeat {
+        raw[count] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
+        magnitude /= 10
+        count += 1
+      } while magnitude > 0
+      for i in stride(from: count - 1, through: 0, by: -1) { bytes.append(raw[i]) }
+    }
   }
 
   public mutating func number(_ value: Int) { number(Int64(value)) }

@@ -282,14 +282,24 @@ public final class RelayServer {
     if conn.acceptsFrames { conn.send(pingFrame) }
   }
 
+  /// The fan-out: one frame, queued by reference to every recipient. The outbound
+  /// budget is checked against a running headroom instead of per write.
   func deliver(_ payload: Payload, to ids: [ConnectionID]) {
     if ids.count == 1 {
       if let conn = connections[ids[0]], conn.acceptsFrames { conn.send(Framing.textFrame(payload)) }
       return
     }
     let frame = Framing.textFrame(payload)
+    let budget = config.outboundBudgetBytes
+    var headroom = budget > 0 ? budget - loop.stats.queuedBytes : .max
     for id in ids {
-      if let conn = connections[id], conn.acceptsFrames { conn.send(frame) }
+      guard let conn = connections[id], conn.acceptsFrames else { continue }
+      conn.enqueue(frame)
+      headroom -= frame.count
+      if headroom < 0 {
+        enforceOutboundBudget()
+        headroom = budget - loop.stats.queuedBytes
+      }
     }
   }
 

@@ -385,8 +385,14 @@ final class ServerConnection: TCPConnectionDelegate {
   }
 
   func send(_ buffer: OutboundBuffer) {
-    if !transport.write(buffer) { slowConsumer() }
+    enqueue(buffer)
     server.checkOutboundBudget()
+  }
+
+  /// `send` without the process-wide budget check, for the fan-out loop, which
+  /// checks the budget itself (RelayServer.deliver).
+  @inline(__always) func enqueue(_ buffer: OutboundBuffer) {
+    if !transport.write(buffer) { slowConsumer() }
   }
 
   /// protocol/ §1: over `--max-outbound-bytes` not taken by the kernel (or chosen

@@ -136,9 +136,25 @@ import Testing
   }
 
   @Test func rateWindowBoundary() {
-    var window = RateWindow(limit: 2, windowMs: 100)
-    #expect([0, 50].map { window.tryAcquire(at: $0) } == [true, true])
-    let results = [99, 100, 149, 150].map { window.tryAcquire(at: $0) }
+    var window = RateWindow()
+    #expect([0, 50].map { window.tryAcquire(at: $0, limit: 2, windowMs: 100) } == [true, true])
+    let results = [99, 100, 149, 150].map { window.tryAcquire(at: $0, limit: 2, windowMs: 100) }
     #expect(results == [false, true, false, true])
+  }
+
+  @Test("the window matches a model of its last accepted instants, for limits 1 to 4")
+  func rateWindowMatchesModel() {
+    for limit in 1...4 {
+      var window = RateWindow()
+      var accepted: [Int64] = []
+      var random = SeededRandom(seed: UInt64(limit))
+      var now: Int64 = 0
+      for _ in 0..<2_000 {
+        now += Int64.random(in: 0...40, using: &random)
+        let model = accepted.count < limit || now - accepted[accepted.count - limit] >= 100
+        #expect(window.tryAcquire(at: now, limit: limit, windowMs: 100) == model)
+        if model { accepted.append(now) }
+      }
+    }
   }
 }

@@ -39,7 +39,7 @@ import Testing
     Self.join(h, id: "again")
     #expect(h.out().first?.contains("rate_limited") == true)
     h.core.closed(ConnectionID(1), clean: true, at: h.now)
-    #expect(h.core.joinRates[ConnectionID(1)] == nil)  // dropped with the connection
+    #expect(h.core.connections[ConnectionID(1)] == nil)  // its window went with it
   }
 
   @Test func defaultLetsAClientJoinItsSixteenSessionsAtOnce() {

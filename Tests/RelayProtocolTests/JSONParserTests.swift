@@ -137,4 +137,20 @@ func roundTrip(_ text: String) throws -> String {
     #expect(envelope == .success(Envelope(id: "r", command: .ping)))
     #expect(([] as [UInt8]).withUnsafeBytes { (try? JSONParser.parse($0)) == nil })
   }
+
+  @Test("integers are written digit by digit, extremes included")
+  func writerIntegers() {
+    for value: Int64 in [0, 7, -7, 10, 1_795_554_467_428, .max, .min, .min + 1] {
+      var w = JSONWriter()
+      w.number(value)
+      #expect(String(decoding: w.bytes, as: UTF8.self) == String(value))
+    }
+  }
+
+  @Test("ASCII strings skip validation; others are still validated")
+  func stringsFastAndChecked() throws {
+    #expect(try JSONParser.parse(Array(#"["abc","h\u00e9","né",""]"#.utf8)) == .array([.string("abc"), .string("hé"), .string("né"), .string("")]))
+    #expect((try? JSONParser.parse([0x22, 0x61, 0xC3, 0x28, 0x22])) == nil)  // an invalid 2-byte sequence
+    #expect((try? JSONParser.parse([0x22, 0xFF, 0x22])) == nil)
+  }
 }

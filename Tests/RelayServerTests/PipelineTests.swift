@@ -275,3 +275,4 @@ private func isClosed(_ events: [WebSocketEvent], code: UInt16) -> Bool {
     }
   }
 }
+
