@@ -16,6 +16,13 @@ struct MaskKey: Sendable, Equatable {
     memoryWord = value.bigEndian
   }
 
+  /// The key of an unmasked frame: XOR with zero changes nothing, so "no mask"
+  /// needs no optional (and a masked frame whose key is zero is, rightly, treated
+  /// the same way).
+  static let none = MaskKey(networkOrder: 0)
+
+  var isNone: Bool { memoryWord == 0 }
+
   /// From four key octets read off the wire at `pointer`.
   @inlinable init(wireBytesAt pointer: UnsafeRawPointer) {
     memoryWord = pointer.loadUnaligned(as: UInt32.self)

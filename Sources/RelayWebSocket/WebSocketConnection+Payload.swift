@@ -13,13 +13,13 @@ extension WebSocketConnection {
     switch sink {
     case .message:
       if frameFin && messageLength == 0 && count == payloadRemaining
-        && (frameMask == nil || writable)
+        && (frameMask.isNone || writable)
       {
         // A final frame wholly in the input: no copy. Unmasked (client role) it is
         // ready as it is; masked, the caller let us unmask it where it lies.
-        if let mask = frameMask {
+        if !frameMask.isNone {
           applyMask(
-            mask, phase: payloadConsumed, source: bytes,
+            frameMask, phase: payloadConsumed, source: bytes,
             destination: UnsafeMutableRawPointer(mutating: bytes), count: count)
         }
         deliverInPlace(bytes, count: count, onMessage: onMessage, emit: emit)
@@ -31,7 +31,8 @@ extension WebSocketConnection {
       }
     case .control:
       control.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count))
-      if let mask = frameMask {
+      if !frameMask.isNone {
+        let mask = frameMask
         let phase = payloadConsumed
         control.withUnsafeMutableBytes { raw in
           let tail = raw.baseAddress! + (raw.count - count)
@@ -63,7 +64,7 @@ extension WebSocketConnection {
     var validator = utf8
     let valid = storage.withUnsafeMutableBytes { raw -> Bool in
       let destination = raw.baseAddress! + offset
-      if let mask {
+      if !mask.isNone {
         applyMask(mask, phase: phase, source: bytes, destination: destination, count: count)
       } else {
         destination.copyMemory(from: bytes, byteCount: count)

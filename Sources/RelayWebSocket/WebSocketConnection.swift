@@ -26,7 +26,7 @@ public struct WebSocketConnection {
   // lives inline in every server connection.
 
   /// Largest message accepted (sum of fragments); beyond it, close 1009.
-  public let maxMessageBytes: Int
+  public var maxMessageBytes: Int { Int(messageLimit) }
   var maskGenerator: MaskGenerator
 
   // The frame whose payload is being read.
@@ -43,6 +43,11 @@ public struct WebSocketConnection {
 
   // A header split across receive() calls is assembled here.
   var pendingHeader = PartialHeader()
+  /// `maxMessageBytes`, in 4 bytes: with the 4-byte mask it fills the space the
+  /// header leaves before the one-byte fields.
+  let messageLimit: UInt32
+  /// The current frame's masking key; `.none` for an unmasked frame.
+  var frameMask = MaskKey.none
 
   public internal(set) var state: State = .open
   public let role: WebSocketRole
@@ -52,7 +57,6 @@ public struct WebSocketConnection {
   var sink = PayloadSink.discard
   var messageOpcode: Opcode?
   var utf8 = UTF8Validator()
-  var frameMask: MaskKey?
 
   /// `maskSeed` seeds the client-role masking keys; pass a random value
   /// from a CSPRNG in production (§10.3), anything in tests.
@@ -60,9 +64,9 @@ public struct WebSocketConnection {
     role: WebSocketRole, maxMessageBytes: Int = 65_536,
     maskSeed: UInt64 = 0x5DEE_CE66_D1CE_4E5B
   ) {
-    precondition(maxMessageBytes >= 0, "maxMessageBytes must not be negative")
+    precondition(maxMessageBytes >= 0 && maxMessageBytes <= UInt32.max, "maxMessageBytes must be within 0...4 GiB")
     self.role = role
-    self.maxMessageBytes = maxMessageBytes
+    self.messageLimit = UInt32(maxMessageBytes)
     self.maskGenerator = MaskGenerator(seed: maskSeed)
   }
 
@@ -227,7 +231,7 @@ extension WebSocketConnection {
     let opcode = Opcode(rawValue: header.opcodeValue)!
     frameOpcode = opcode
     frameFin = header.fin
-    frameMask = header.mask
+    frameMask = header.mask ?? .none
     // The header checks bound the length (≤ 125, ≤ maxMessageBytes, or a
     // discarded frame with the top bit clear); still, a wire length becomes
     // a size only through a checked conversion.

@@ -30,7 +30,13 @@ extension Serve {
       guard (0...Self.maxDurationMs).contains(ms) else { throw ValidationError("--\(flag) must be 0...\(Self.maxDurationMs) ms") }
       return Int64(ms)
     }
-    if let v = try pick(maxMessageBytes, "max-message-bytes") { c.maxMessageBytes = v; core.maxMessageBytes = v }
+    if let v = try pick(maxMessageBytes, "max-message-bytes") {
+      // The WebSocket codec keeps the limit in 32 bits (RFC 6455 allows more; a relay
+      // of signaling messages never needs it).
+      guard v <= 1 << 30 else { throw ValidationError("--max-message-bytes must be at most 1073741824") }
+      c.maxMessageBytes = v
+      core.maxMessageBytes = v
+    }
     if let v = try pick(maxOutboundBytes, "max-outbound-bytes") { c.maxOutboundBytes = v }
     if let v = try pick(outboundBudgetBytes, "outbound-budget-bytes") { c.outboundBudgetBytes = v }
     if let v = try pickMs(drainTimeout, "drain-timeout") { c.drainTimeoutMs = v }

@@ -117,3 +117,12 @@ def test_content_length_with_a_sign_or_repeated_is_400(relay):
             s.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: a\r\n" + extra + b"\r\nhello")
             assert s.recv(100).startswith(b"HTTP/1.1 400"), extra
     assert relay.proc.poll() is None
+
+
+def test_message_limit_beyond_the_codec_is_refused():
+    """The codec keeps its message limit in 32 bits: past 1 GiB is a usage error, not a trap."""
+    import subprocess
+    from conftest import relay_binary
+    proc = subprocess.run([relay_binary(), "serve", "--listen", "127.0.0.1:0", "--max-message-bytes", str(1 << 33)],
+                          capture_output=True, timeout=20)
+    assert proc.returncode not in (0, 132, -4) and b"max-message-bytes" in proc.stderr
