@@ -28,7 +28,10 @@ enum CommandEncoding {
       w.field("token", resume.token)
       w.key("sessions")
       w.beginObject()
-      for (session, seq) in resume.sessions { w.field(session, seq) }
+      for (session, seq) in resume.sessions {
+        w.key(session)  // a session id: escaped like any string
+        w.number(seq)
+      }
       w.endObject()
       w.endObject()
     }

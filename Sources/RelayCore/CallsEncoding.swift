@@ -70,7 +70,10 @@ extension RelayCore {
     w.field("state", call.stateName)
     w.key("callees")
     w.beginObject()
-    for callee in call.callees { w.field(callee.uid, callee.state.rawValue) }
+    for callee in call.callees {
+      w.key(callee.uid)  // a user id: escaped like any string
+      w.string(callee.state.rawValue)
+    }
     w.endObject()
     w.endObject()
     return w.bytes

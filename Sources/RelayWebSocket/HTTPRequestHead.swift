@@ -71,11 +71,18 @@ public struct HTTPRequestHead: Sendable {
   }
 
   /// ASCII case-insensitive comparison (field names and tokens are ASCII).
+  /// ASCII case-insensitive equality over the UTF-8 bytes, compared in place
+  /// (`zip` over two `UTF8View`s walked them index by index, the upgrade's costliest step).
   static func namesEqual(_ a: String, _ b: String) -> Bool {
-    let x = a.utf8
-    let y = b.utf8
-    guard x.count == y.count else { return false }
-    return zip(x, y).allSatisfy { lowerASCII($0) == lowerASCII($1) }
+    guard a.utf8.count == b.utf8.count else { return false }
+    var a = a
+    var b = b
+    return a.withUTF8 { x in
+      b.withUTF8 { y in
+        for i in 0..<x.count where lowerASCII(x[i]) != lowerASCII(y[i]) { return false }
+        return true
+      }
+    }
   }
 
   @inline(__always) static func lowerASCII(_ byte: UInt8) -> UInt8 {

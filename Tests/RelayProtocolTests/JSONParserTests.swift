@@ -153,4 +153,21 @@ func roundTrip(_ text: String) throws -> String {
     #expect((try? JSONParser.parse([0x22, 0x61, 0xC3, 0x28, 0x22])) == nil)  // an invalid 2-byte sequence
     #expect((try? JSONParser.parse([0x22, 0xFF, 0x22])) == nil)
   }
+
+  @Test("escaping, eight bytes at a time, round-trips strings of every length and mix")
+  func escapingRoundTrips() throws {
+    var random = SeededRandom(seed: 11)
+    let pool: [Unicode.Scalar] = ["a", "Z", "0", " ", "\"", "\\", "/", "\u{0}", "\u{1F}", "\n", "\t", "\u{7F}", "é", "€", "😀"]
+    for length in 0..<40 {
+      for _ in 0..<20 {
+        var text = ""
+        for _ in 0..<length { text.unicodeScalars.append(pool[Int.random(in: 0..<pool.count, using: &random)]) }
+        var w = JSONWriter()
+        w.string(text)
+        let encoded = w.bytes
+        #expect(!encoded.contains { $0 < 0x20 })
+        #expect(try JSONParser.parse(encoded) == .string(text))
+      }
+    }
+  }
 }
