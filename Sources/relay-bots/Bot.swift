@@ -99,6 +99,9 @@ final class Bot {
   var busy = false
   /// First time this bot reached `ready` (ramp-up accounting).
   var everReady = false
+  /// When the first connection attempt began (hrtime ns), for the ramp's
+  /// connect-to-ready latency.
+  var firstConnectNs: UInt64 = 0
   /// The silent connection a resume replaces, reset once welcomed.
   var previousConn: BotConnection?
   /// Calls this bot placed and may cancel, and calls it accepted.
@@ -139,6 +142,7 @@ final class Bot {
   func connect(resume: Bool = false) {
     let c = BotConnection(loop: ctx.loop, stats: ctx.stats, maxMessageBytes: ctx.options.maxMessageBytes)
     conn = c
+    if firstConnectNs == 0 { firstConnectNs = Loop.hrtimeNs() }
     phase = .connecting
     resuming = resume
     c.onOpen = { [unowned self] in self.opened() }

@@ -132,12 +132,14 @@ final class Engine {
     guard !bot.everReady else { return }
     bot.everReady = true
     readyOnce += 1
+    ctx.stats.connectReady.record(ns: Loop.hrtimeNs() &- bot.firstConnectNs)
   }
 
   private func beginRunning(durationMs: Int? = nil) {
     let duration = durationMs ?? ctx.options.durationMs ?? ctx.scenario.durationMs
     enter(.running, deadlineMs: UInt64(duration))
     runStartMs = ctx.nowMs
+    ctx.stats.readyAfterMs = runStartMs - startMs
     runEndMs = runStartMs + UInt64(duration)
     ctx.running = true
     log("all \(readyOnce)/\(bots.count) bots ready after \(runStartMs - startMs) ms; running for \(duration) ms")

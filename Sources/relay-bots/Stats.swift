@@ -65,6 +65,10 @@ final class Stats {
   var messageLayoutMisses = 0
   @exclusivity(unchecked) var delivery = LatencyHistogram()  // command send → each member's receipt
   var reply = LatencyHistogram()  // command send → its ok/error/welcome
+  /// A bot's first TCP connect → ready (upgraded, and for the relay welcomed and joined).
+  var connectReady = LatencyHistogram()
+  /// Start of the run → every bot ready (the ramp).
+  var readyAfterMs: UInt64 = 0
   var handDelivery = LatencyHistogram()  // hand command → each member's hand event
 
   private var lastSampleMs: UInt64 = 0
