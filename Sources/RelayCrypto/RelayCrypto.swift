@@ -64,6 +64,31 @@ public enum Crypto {
     Base64URL.encode(randomBytes(byteCount))
   }
 
+  /// Randomness drawn from OpenSSL's CSPRNG in 4 KiB blocks: each `RAND_bytes`
+  /// call costs thousands of instructions whatever its size (the DRBG's locking and
+  /// reseed checks), and every `hello` needs two tokens. Bytes are handed out once
+  /// and wiped from the block as they go. Not thread-safe: one per loop.
+  public final class RandomPool {
+    private var block: [UInt8] = []
+    private var used = 0
+
+    public init() {}
+
+    public func bytes(_ count: Int) -> [UInt8] {
+      if count > block.count - used {
+        block = Crypto.randomBytes(Swift.max(4096, count))
+        used = 0
+      }
+      let out = Array(block[used..<used + count])
+      for i in used..<used + count { block[i] = 0 }
+      used += count
+      return out
+    }
+
+    /// `Crypto.randomToken(byteCount:)` from the pool.
+    public func token(byteCount: Int) -> String { Base64URL.encode(bytes(byteCount)) }
+  }
+
   /// Lowercase hexadecimal.
   public static func hex(_ bytes: [UInt8]) -> String {
     let digits = Array("0123456789abcdef".utf8)

@@ -395,7 +395,8 @@ public final class RelayServer {
 
 /// Unguessable identifiers from OpenSSL's RNG (contract §6: ≥ 122 random bits).
 final class CryptoIdentifiers: IdentifierSource {
-  func token(byteCount: Int) -> String { Crypto.randomToken(byteCount: byteCount) }
+  private let pool = Crypto.RandomPool()
+  func token(byteCount: Int) -> String { pool.token(byteCount: byteCount) }
 }
 
 let SIGTERM_NUMBER: Int32 = 15

@@ -39,35 +39,31 @@ public enum Base64 {
   /// (RFC 4648 §3.5), so each byte string has exactly one accepted form.
   /// Returns nil on anything else.
   public static func decode(_ text: String) -> [UInt8]? {
-    let chars = Array(text.utf8)
-    guard chars.count % 4 == 0 else { return nil }
-    var out: [UInt8] = []
-    out.reserveCapacity(chars.count / 4 * 3)
-    var i = 0
-    while i < chars.count {
-      let isLast = i + 4 == chars.count
-      guard let group = decodeGroup(chars[i..<i + 4], isLast: isLast) else { return nil }
-      out.append(contentsOf: group)
-      i += 4
+    var text = text
+    return text.withUTF8 { chars -> [UInt8]? in
+      guard chars.count % 4 == 0 else { return nil }
+      var out: [UInt8] = []
+      out.reserveCapacity(chars.count / 4 * 3)
+      var i = 0
+      while i < chars.count {
+        let isLast = i + 4 == chars.count
+        let padding = isLast ? (chars[i + 3] == UInt8(ascii: "=") ? (chars[i + 2] == UInt8(ascii: "=") ? 2 : 1) : 0) : 0
+        var group: UInt32 = 0
+        for k in 0..<4 - padding {
+          guard let value = sextet(chars[i + k]) else { return nil }
+          group = group << 6 | UInt32(value)
+        }
+        group <<= UInt32(6 * padding)
+        // Non-canonical: bits that padding says are unused must be zero.
+        if padding == 2 && group & 0xFFFF != 0 { return nil }
+        if padding == 1 && group & 0xFF != 0 { return nil }
+        out.append(UInt8(group >> 16 & 0xFF))
+        if padding < 2 { out.append(UInt8(group >> 8 & 0xFF)) }
+        if padding < 1 { out.append(UInt8(group & 0xFF)) }
+        i += 4
+      }
+      return out
     }
-    return out
-  }
-
-  /// One 4-character group → 1…3 bytes, or nil.
-  static func decodeGroup(_ chars: ArraySlice<UInt8>, isLast: Bool) -> [UInt8]? {
-    let padding = chars.reversed().prefix { $0 == UInt8(ascii: "=") }.count
-    guard padding <= 2, padding == 0 || isLast else { return nil }
-    var group: UInt32 = 0
-    for char in chars.prefix(4 - padding) {
-      guard let value = sextet(char) else { return nil }
-      group = group << 6 | UInt32(value)
-    }
-    group <<= UInt32(6 * padding)
-    let bytes = [UInt8(group >> 16 & 0xFF), UInt8(group >> 8 & 0xFF), UInt8(group & 0xFF)]
-    // Non-canonical: bits that padding says are unused must be zero.
-    if padding == 2 && bytes[1] != 0 { return nil }
-    if padding == 1 && bytes[2] != 0 { return nil }
-    return Array(bytes.prefix(3 - padding))
   }
 
   static func sextet(_ char: UInt8) -> UInt8? {

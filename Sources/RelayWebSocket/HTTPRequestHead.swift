@@ -53,7 +53,39 @@ public struct HTTPRequestHead: Sendable {
   /// Whether the list-valued field `name` contains `token`, compared
   /// case-insensitively (Connection and Upgrade tokens, RFC 7230 §6.1, §6.7).
   public func headerContainsToken(_ name: String, _ token: String) -> Bool {
-    headerValues(name).contains { Self.namesEqual($0, token) }
+    var token = token
+    return token.withUTF8 { wanted in
+      headers.contains { field in
+        guard Self.namesEqual(field.name, name) else { return false }
+        var value = field.value
+        return value.withUTF8 { Self.list($0, contains: wanted) }
+      }
+    }
+  }
+
+  /// Whether a comma-separated list holds `token` as one element, spaces and tabs
+  /// around elements ignored, ASCII case ignored; scanned in place.
+  static func list(_ value: UnsafeBufferPointer<UInt8>, contains token: UnsafeBufferPointer<UInt8>) -> Bool {
+    let space = UInt8(ascii: " "), tab = UInt8(ascii: "\t"), comma = UInt8(ascii: ",")
+    var start = 0
+    while start <= value.count {
+      var end = start
+      while end < value.count && value[end] != comma { end += 1 }
+      var low = start
+      var high = end
+      while low < high && (value[low] == space || value[low] == tab) { low += 1 }
+      while high > low && (value[high - 1] == space || value[high - 1] == tab) { high -= 1 }
+      if high - low == token.count {
+        var same = true
+        for k in 0..<token.count where lowerASCII(value[low + k]) != lowerASCII(token[k]) {
+          same = false
+          break
+        }
+        if same && !token.isEmpty { return true }
+      }
+      start = end + 1
+    }
+    return false
   }
 
   /// The path part of a request-target (RFC 7230 §5.3): up to "?" for

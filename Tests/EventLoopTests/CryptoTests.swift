@@ -52,6 +52,22 @@ struct CryptoTests {
     #expect(Crypto.randomToken(byteCount: 32).count == 43)
   }
 
+  @Test("the pool hands out every byte once, across block refills, and never repeats a token")
+  func randomPool() {
+    let pool = Crypto.RandomPool()
+    var seen = Set<String>()
+    var total = 0
+    for i in 0..<2_000 {
+      let count = [16, 24, 32, 5000][i % 4]
+      let bytes = pool.bytes(count)
+      #expect(bytes.count == count)
+      total += count
+      if count == 24 { #expect(seen.insert(Crypto.hex(bytes)).inserted) }
+    }
+    #expect(total > 4096 * 3)  // several refills, including one larger than a block
+    #expect(pool.token(byteCount: 24).count == 32)
+  }
+
   @Test("hex encoding")
   func encodings() {
     #expect(Crypto.hex([0x00, 0x7f, 0xff]) == "007fff")

@@ -139,6 +139,15 @@ func rejection(_ result: HandshakeResult) -> (status: Int, text: String)? {
     #expect(rejection(evaluate(request(replace: ["Upgrade": value])))?.status == 400)
   }
 
+  @Test(arguments: [
+    ("keep-alive, Upgrade", true), ("upgrade", true), ("  UPGRADE\t", true), (",upgrade,", true),
+    ("keep-alive,,\tupgrade", true), ("upgrades", false), ("up grade", false), ("keep-alive", false),
+    ("", false), (",", false), ("upgrad", false),
+  ])
+  func connectionTokenListIsScannedInPlace(value: String, upgrades: Bool) {
+    #expect((rejection(evaluate(request(replace: ["Connection": value])))?.status != 400) == upgrades)
+  }
+
   @Test func connectionWithoutUpgradeTokenIs400() {
     #expect(rejection(evaluate(request(replace: ["Connection": "keep-alive"])))?.status == 400)
     #expect(rejection(evaluate(request(omit: ["Connection"])))?.status == 400)
