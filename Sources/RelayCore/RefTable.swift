@@ -85,6 +85,13 @@ public struct RefTable<Keying: TableKeying> {
     }
   }
 
+  /// The element with this key, not retained: for a caller that knows the table
+  /// keeps it alive meanwhile (the fan-out loop).
+  @inlinable public func unretained(_ key: Key) -> Unmanaged<Element>? {
+    guard let i = index(of: key) else { return nil }
+    return slots.withUnsafeBufferPointer { Unmanaged.passUnretained($0[i].unsafelyUnwrapped) }
+  }
+
   /// Adds the element, replacing one with the same key.
   @inlinable public mutating func insert(_ element: Element) {
     if let i = index(of: Keying.key(of: element)) {

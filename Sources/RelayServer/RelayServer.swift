@@ -293,8 +293,15 @@ public final class RelayServer {
     let budget = config.outboundBudgetBytes
     var headroom = budget > 0 ? budget - loop.stats.queuedBytes : .max
     for id in ids {
-      guard let conn = connections[id], conn.acceptsFrames else { continue }
-      conn.enqueue(frame)
+      guard let found = connections.unretained(id) else { continue }
+      // The table keeps every connection alive for the whole loop, and a socket
+      // reports its close only later (ServerConnection.swift): no retain needed.
+      let sent = found._withUnsafeGuaranteedRef { conn -> Bool in
+        guard conn.acceptsFrames else { return false }
+        conn.enqueue(frame)
+        return true
+      }
+      guard sent else { continue }
       headroom -= frame.count
       if headroom < 0 {
         enforceOutboundBudget()
