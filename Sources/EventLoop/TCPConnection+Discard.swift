@@ -36,6 +36,6 @@ extension TCPConnection {
     let limit = outboundByteLimit
     outboundByteLimit = .max
     defer { outboundByteLimit = limit }
-    return write(OutboundBuffer(bytes: bytes))
+    return write(bytes)
   }
 }

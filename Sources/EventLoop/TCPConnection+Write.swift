@@ -146,8 +146,13 @@ extension TCPConnection {
     } else {
       pending.append(PendingWrite(buffer: buffer), pool: loop.ringPool)
     }
-    queuedByteCount += buffer.count
-    loop.statistics.queuedBytes += buffer.count
+    return didQueue(buffer.count)
+  }
+
+  /// Accounts for `count` bytes just queued and applies the cap; see `write(_: OutboundBuffer)`.
+  private func didQueue(_ count: Int) -> Bool {
+    queuedByteCount += count
+    loop.statistics.queuedBytes += count
     guard queuedByteCount > outboundByteLimit else {
       markDirty()
       return true
@@ -156,7 +161,7 @@ extension TCPConnection {
     // Over the cap only because of this one buffer, with everything ahead of it gone
     // to the kernel: a lone frame larger than the cap to a reader that keeps up (an
     // echo of a large message). The next write finds out whether the reader drains.
-    return state == .open && (queuedByteCount <= outboundByteLimit || queuedByteCount <= buffer.count)
+    return state == .open && (queuedByteCount <= outboundByteLimit || queuedByteCount <= count)
   }
 
   /// Copies `count` bytes to the end of the queue: into the last copy chunk when it
@@ -178,11 +183,15 @@ extension TCPConnection {
     pending.append(PendingWrite(chunk: chunk, filled: count), pool: loop.ringPool)
   }
 
-  /// Copies `bytes` into a new `OutboundBuffer` and queues it; see `write(_: OutboundBuffer)`.
+  /// Queues a copy of `bytes`; see `write(_: OutboundBuffer)`. Up to `Loop.copyLimit`
+  /// bytes go straight into the copy chunk, without a buffer of their own.
   @discardableResult
   public func write(_ bytes: [UInt8]) -> Bool {
     guard state == .open else { return false }
-    return write(OutboundBuffer(bytes: bytes))
+    guard bytes.count <= Loop.copyLimit else { return write(OutboundBuffer(bytes: bytes)) }
+    guard !bytes.isEmpty else { return true }
+    bytes.withUnsafeBytes { appendCopy(of: $0.baseAddress!, count: $0.count) }
+    return didQueue(bytes.count)
   }
 
   /// Flushes this connection's queue now instead of at the end of the turn.
