@@ -10,10 +10,22 @@
  * ping -> pong, close -> close. Not a server to deploy: no limits, no timeouts.
  *
  * cc -O2 -o floor floor.c -luv -lcrypto && ./floor --port 9000
+ *
+ * --user-ns N (default 0) spends N ns of user time per frame queued, to bring the
+ * floor down to a slower server's throughput and compare the kernel's cost per
+ * delivery at equal deliveries/s (Benchmarks/results/fanout-kernel.md).
+ *
+ * --ping-ms N (default 0: never) pings every client right after its upgrade and then
+ * every N ms, as Relay's heartbeat does (RFC 6455 5.5.2); the bots answer each ping
+ * with a pong. A client that sends data right after receiving some puts its socket
+ * in TCP's interactive ("pingpong") delayed-ACK mode, which changes where its ACKs
+ * are generated (Benchmarks/results/fanout-kernel.md); Relay's clients always do
+ * (hello, join, pongs), so this gives the floor's clients the same exchange.
  */
 #define _GNU_SOURCE /* strcasestr */
 #include <openssl/evp.h>
 #include <openssl/sha.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +55,9 @@ static room rooms[256];
 static size_t room_count;
 static conn *dirty_list;
 static char read_buffer[65536];
+static uint64_t user_ns_per_frame;
+static uint64_t ping_ms;
+static const unsigned char ping_frame[2] = {0x89, 0x00};
 
 static void grow(unsigned char **buf, size_t *cap, size_t need) {
   if (need <= *cap) return;
@@ -60,6 +75,13 @@ static room *find_room(const char *name, size_t len) {
   memcpy(r->name, name, len);
   r->name[len] = 0;
   return r;
+}
+
+/* Busy user time (see --user-ns): the clock is read through the vDSO, no syscall. */
+static void spend_user_time(uint64_t ns) {
+  uint64_t until = uv_hrtime() + ns;
+  while (uv_hrtime() < until) {
+  }
 }
 
 static void queue_bytes(conn *c, const unsigned char *bytes, size_t len) {
@@ -157,6 +179,7 @@ static void upgrade(conn *c) {
   c->room = r;
   c->upgraded = 1;
   queue_bytes(c, (unsigned char *)response, (size_t)n);
+  if (ping_ms) queue_bytes(c, ping_frame, sizeof ping_frame);
   size_t used = (size_t)(end - c->in);
   memmove(c->in, end, c->in_len - used);
   c->in_len -= used;
@@ -204,6 +227,7 @@ static void frames(conn *c) {
       for (size_t i = 0; i < r->count; i++) {
         queue_bytes(r->members[i], out_hdr, oh);
         queue_bytes(r->members[i], payload, len);
+        if (user_ns_per_frame) spend_user_time(user_ns_per_frame);
       }
     } else if (opcode == 9) {
       out_hdr[0] = 0x8a;
@@ -220,6 +244,12 @@ static void frames(conn *c) {
   }
   memmove(c->in, c->in + at, c->in_len - at);
   c->in_len -= at;
+}
+
+static void ping_all(uv_timer_t *t) {
+  (void)t;
+  for (size_t i = 0; i < room_count; i++)
+    for (size_t k = 0; k < rooms[i].count; k++) queue_bytes(rooms[i].members[k], ping_frame, sizeof ping_frame);
 }
 
 static void on_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf) {
@@ -253,6 +283,8 @@ int main(int argc, char **argv) {
   int port = 0;
   for (int i = 1; i + 1 < argc; i += 2)
     if (strcmp(argv[i], "--port") == 0) port = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--user-ns") == 0) user_ns_per_frame = strtoull(argv[i + 1], NULL, 10);
+    else if (strcmp(argv[i], "--ping-ms") == 0) ping_ms = strtoull(argv[i + 1], NULL, 10);
   if (port <= 0) { fprintf(stderr, "usage: floor --port PORT\n"); return 2; }
   loop = uv_default_loop();
   uv_tcp_t server;
@@ -267,6 +299,9 @@ int main(int argc, char **argv) {
   uv_check_t check;
   uv_check_init(loop, &check);
   uv_check_start(&check, flush);
+  uv_timer_t pinger;
+  uv_timer_init(loop, &pinger);
+  if (ping_ms) uv_timer_start(&pinger, ping_all, ping_ms, ping_ms);
   printf("listening on ws://127.0.0.1:%d\n", port);
   fflush(stdout);
   return uv_run(loop, UV_RUN_DEFAULT);

@@ -50,6 +50,18 @@ public final class Loop {
   /// work costs more than the copy of a few small frames. Larger batches keep the
   /// shared buffers (no copy). The figures that chose it: Benchmarks/results/.
   public static let coalesceLimit = 16 * 1024
+  /// A buffer of at most this many bytes is copied into the connection's copy chunk
+  /// when written, instead of being queued by reference: a fan-out of small frames
+  /// then costs a copy per delivery, where a shared buffer costs two atomic
+  /// reference-count operations, a queue entry to gather and one to drop, and the
+  /// flush still copied the frames into `coalesceBuffer` to write them in one piece.
+  /// A connection's frames of a turn are then already contiguous: one chunk, one
+  /// `write`. Larger buffers stay shared (no copy per recipient).
+  public static let copyLimit = 512
+  /// Size of one copy chunk: room for the small frames of a few turns (a fan-out
+  /// delivers a handful per connection per turn), small enough that the chunks of a
+  /// thousand connections written in one turn stay a few MiB.
+  public static let copyChunkBytes = 2048
 
   let rawLoop: UnsafeMutablePointer<uv_loop_t>
   let readBuffer: UnsafeMutableRawPointer
@@ -71,16 +83,21 @@ public final class Loop {
   /// Spare write-queue rings (see `WriteQueue`): enough for a turn that queues several
   /// frames to a thousand connections; about 200 KB when full.
   let ringPool = RingPool(limit: 1_024)
+  /// Spare copy chunks (see `copyLimit`): one per connection written in a turn, so a
+  /// thousand-connection fan-out reuses them; at most 2 MiB kept.
+  let chunkPool = ChunkPool(limit: 1_024)
   /// Upper bound on a graceful close (`shutdown()` or a peer's EOF with data still
   /// queued): flush, half-close and wait for the peer's EOF, then close regardless.
   /// Every deadline is now + this constant, so the FIFO queue is sorted by deadline
   /// and one timer serves every lingering connection.
   public let lingerTimeoutMs: UInt64
-  /// Counters; see `LoopStats`.
-  public var stats: LoopStats { statistics }
+  /// Counters; see `LoopStats`. Inlinable: servers read `stats.queuedBytes` after
+  /// every write (an outbound budget), where a call copying the whole struct cost
+  /// more than the comparison.
+  @inlinable public var stats: LoopStats { statistics }
   /// Internal storage of `stats`, so hot-path increments need no dynamic exclusivity
   /// check (see `TCPConnection.queuedByteCount`).
-  var statistics = LoopStats()
+  @usableFromInline var statistics = LoopStats()
   private var isClosed = false
   /// Inside `run()` / `runOnce()`: `close()` must not re-enter `uv_run` from a callback.
   private var isRunning = false

@@ -9,11 +9,18 @@
 ///
 /// The class is immutable after `init`, hence safe to share; it is still not
 /// `Sendable` because its only consumers are loop-bound.
+///
+/// The loop also uses it, internally, as a copy chunk (`isCopyChunk`): a block of
+/// `Loop.copyChunkBytes` owned by one connection's write queue, into which small
+/// frames are copied as they are written (see `Loop.copyLimit`). How much of a chunk
+/// is filled is its queue entry's `end`, not `count`.
 public final class OutboundBuffer {
   /// Start of the bytes; `count` bytes, or a 1-byte dummy block when empty.
   let base: UnsafeMutableRawPointer
   /// Number of bytes.
   public let count: Int
+  /// A connection's copy chunk, never shared: its bytes change while it is queued.
+  let isCopyChunk: Bool
 
   /// Copies `bytes` once into a stable heap block.
   public convenience init(bytes: [UInt8]) {
@@ -28,8 +35,16 @@ public final class OutboundBuffer {
   public init(count: Int, initializer: (UnsafeMutableRawBufferPointer) -> Void) {
     precondition(count >= 0, "OutboundBuffer count must not be negative")
     self.count = count
+    self.isCopyChunk = false
     self.base = .allocate(byteCount: max(count, 1), alignment: 16)
     initializer(UnsafeMutableRawBufferPointer(start: base, count: count))
+  }
+
+  /// An empty copy chunk of `Loop.copyChunkBytes` (see `ChunkPool`).
+  init(copyChunk: ()) {
+    self.count = Loop.copyChunkBytes
+    self.isCopyChunk = true
+    self.base = .allocate(byteCount: Loop.copyChunkBytes, alignment: 16)
   }
 
   deinit {

@@ -1,7 +1,9 @@
 extension TCPConnection {
   /// Drops every queued buffer the kernel has not started on, keeping the ones a
   /// `uv_write` has in flight and a partially written front buffer, so what follows
-  /// (a close frame to a slow consumer) still starts on a frame boundary.
+  /// (a close frame to a slow consumer) still starts on a frame boundary. A copy
+  /// chunk holds whole frames only, so a partially written one is kept whole: at
+  /// most `Loop.copyChunkBytes` of small frames still go out before the close frame.
   /// Returns the number of bytes dropped.
   @discardableResult
   public func discardUnsent() -> Int {
@@ -16,7 +18,7 @@ extension TCPConnection {
     var dropped = 0
     for index in keep..<pending.count {
       let entry = pending.pointer(at: index).pointee
-      dropped += entry.buffer.count - entry.offset
+      dropped += entry.end - entry.offset
     }
     pending.removeAll(pool: loop.ringPool)
     pending = kept
@@ -34,6 +36,6 @@ extension TCPConnection {
     let limit = outboundByteLimit
     outboundByteLimit = .max
     defer { outboundByteLimit = limit }
-    return write(OutboundBuffer(bytes: bytes))
+    return write(bytes)
   }
 }

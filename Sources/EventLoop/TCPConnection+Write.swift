@@ -1,9 +1,24 @@
 import CLibUV
 
-/// One queued write: a shared buffer and how much of it the kernel already took.
+/// One queued write: a buffer, how much of it the kernel already took (`offset`) and
+/// where its queued bytes end (`end`: the buffer's count, or for a copy chunk how
+/// far it is filled).
 struct PendingWrite {
   let buffer: OutboundBuffer
   var offset: Int
+  var end: Int
+
+  init(buffer: OutboundBuffer) {
+    self.buffer = buffer
+    self.offset = 0
+    self.end = buffer.count
+  }
+
+  init(chunk: OutboundBuffer, filled: Int) {
+    self.buffer = chunk
+    self.offset = 0
+    self.end = filled
+  }
 }
 
 /// A connection's write queue, oldest first. Its ring exists only while something
@@ -64,6 +79,26 @@ struct WriteQueue {
   }
 }
 
+/// Spare copy chunks of one loop (see `Loop.copyLimit`): a chunk goes back here when
+/// the kernel has taken all of it, so a fan-out turn reuses the previous turn's
+/// chunks instead of allocating one per connection. Bounded like `RingPool`.
+final class ChunkPool {
+  private var spare: [OutboundBuffer] = []
+  private let limit: Int
+
+  init(limit: Int) { self.limit = limit }
+
+  func take() -> OutboundBuffer {
+    spare.popLast() ?? OutboundBuffer(copyChunk: ())
+  }
+
+  /// `chunk` must be a copy chunk no queue refers to any more.
+  func give(_ chunk: OutboundBuffer) {
+    guard spare.count < limit else { return }
+    spare.append(chunk)
+  }
+}
+
 /// Spare write-queue rings of one loop (see `WriteQueue`). Bounded, so a burst to many
 /// connections does not leave memory parked here for ever.
 final class RingPool {
@@ -99,13 +134,25 @@ extension TCPConnection {
   /// is let through once everything before it has gone): the buffer then
   /// stays queued, so frame boundaries are intact, and the caller treats the peer as
   /// a slow consumer (`discardUnsent()`, then a close).
+  ///
+  /// A buffer of at most `Loop.copyLimit` bytes is copied into the connection's copy
+  /// chunk instead of being referenced (see `Loop.copyLimit`); larger ones are shared.
   @discardableResult
   public func write(_ buffer: OutboundBuffer) -> Bool {
     guard state == .open else { return false }
     guard buffer.count > 0 else { return true }
-    pending.append(PendingWrite(buffer: buffer, offset: 0), pool: loop.ringPool)
-    queuedByteCount += buffer.count
-    loop.statistics.queuedBytes += buffer.count
+    if buffer.count <= Loop.copyLimit {
+      appendCopy(of: buffer.base, count: buffer.count)
+    } else {
+      pending.append(PendingWrite(buffer: buffer), pool: loop.ringPool)
+    }
+    return didQueue(buffer.count)
+  }
+
+  /// Accounts for `count` bytes just queued and applies the cap; see `write(_: OutboundBuffer)`.
+  private func didQueue(_ count: Int) -> Bool {
+    queuedByteCount += count
+    loop.statistics.queuedBytes += count
     guard queuedByteCount > outboundByteLimit else {
       markDirty()
       return true
@@ -114,14 +161,37 @@ extension TCPConnection {
     // Over the cap only because of this one buffer, with everything ahead of it gone
     // to the kernel: a lone frame larger than the cap to a reader that keeps up (an
     // echo of a large message). The next write finds out whether the reader drains.
-    return state == .open && (queuedByteCount <= outboundByteLimit || queuedByteCount <= buffer.count)
+    return state == .open && (queuedByteCount <= outboundByteLimit || queuedByteCount <= count)
   }
 
-  /// Copies `bytes` into a new `OutboundBuffer` and queues it; see `write(_: OutboundBuffer)`.
+  /// Copies `count` bytes to the end of the queue: into the last copy chunk when it
+  /// has room and is not part of a `uv_write` in flight (libuv holds that chunk's
+  /// `uv_buf_t`, so bytes added to it would not be sent), else into a fresh chunk.
+  /// Sealed (TLS) entries are never chunks, so plaintext is never added to them.
+  private func appendCopy(of source: UnsafeRawPointer, count: Int) {
+    let queued = pending.count
+    if queued > 0, !(writeInFlight && queued <= inFlightBufferCount) {
+      let tail = pending.pointer(at: queued - 1)
+      if tail.pointee.buffer.isCopyChunk, tail.pointee.end + count <= Loop.copyChunkBytes {
+        (tail.pointee.buffer.base + tail.pointee.end).copyMemory(from: source, byteCount: count)
+        tail.pointee.end += count
+        return
+      }
+    }
+    let chunk = loop.chunkPool.take()
+    chunk.base.copyMemory(from: source, byteCount: count)
+    pending.append(PendingWrite(chunk: chunk, filled: count), pool: loop.ringPool)
+  }
+
+  /// Queues a copy of `bytes`; see `write(_: OutboundBuffer)`. Up to `Loop.copyLimit`
+  /// bytes go straight into the copy chunk, without a buffer of their own.
   @discardableResult
   public func write(_ bytes: [UInt8]) -> Bool {
     guard state == .open else { return false }
-    return write(OutboundBuffer(bytes: bytes))
+    guard bytes.count <= Loop.copyLimit else { return write(OutboundBuffer(bytes: bytes)) }
+    guard !bytes.isEmpty else { return true }
+    bytes.withUnsafeBytes { appendCopy(of: $0.baseAddress!, count: $0.count) }
+    return didQueue(bytes.count)
   }
 
   /// Flushes this connection's queue now instead of at the end of the turn.
@@ -181,7 +251,7 @@ extension TCPConnection {
       guard index == 0 || byteCount < maxBytes else { break }
       bufferCount += 1
       let entry = pending.pointer(at: index)
-      let length = entry.pointee.buffer.count - entry.pointee.offset
+      let length = entry.pointee.end - entry.pointee.offset
       let base = entry.pointee.buffer.base + entry.pointee.offset
       loop.gatherBuffers[index] = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: length)
       byteCount += length
@@ -200,9 +270,10 @@ extension TCPConnection {
     var remaining = byteCount
     while remaining > 0 {
       let entry = pending.pointer(at: 0)
-      let left = entry.pointee.buffer.count - entry.pointee.offset
+      let left = entry.pointee.end - entry.pointee.offset
       if remaining >= left {
         remaining -= left
+        if entry.pointee.buffer.isCopyChunk { loop.chunkPool.give(entry.pointee.buffer) }
         pending.removeFirst(pool: loop.ringPool)
       } else {
         entry.pointee.offset += remaining
@@ -290,7 +361,7 @@ extension TCPConnection {
     if pending.count > extras.sealedCount {
       for index in extras.sealedCount..<pending.count {
         let entry = pending.pointer(at: index).pointee
-        let length = entry.buffer.count - entry.offset
+        let length = entry.end - entry.offset
         plaintextBytes += length
         sealer.seal(UnsafeRawBufferPointer(start: entry.buffer.base + entry.offset, count: length))
       }
@@ -302,7 +373,7 @@ extension TCPConnection {
       pending.removeAll(pool: loop.ringPool)
       pending = kept
     }
-    if !sealed.isEmpty { pending.append(PendingWrite(buffer: OutboundBuffer(bytes: sealed), offset: 0), pool: loop.ringPool) }
+    if !sealed.isEmpty { pending.append(PendingWrite(buffer: OutboundBuffer(bytes: sealed)), pool: loop.ringPool) }
     extras.sealedCount = pending.count
     queuedByteCount += sealed.count - plaintextBytes
     loop.statistics.queuedBytes += sealed.count - plaintextBytes

@@ -260,6 +260,83 @@ struct TCPConnectionTests {
     fixture.runAndClose()
   }
 
+  @Test("small writes (copied) and large ones (shared), across turns and uv_writes in flight, arrive in order")
+  func copiedAndSharedWritesKeepOrder() {
+    let fixture = LoopFixture(timeoutMs: 20_000)
+    var expected: [UInt8] = []
+    var received: [UInt8] = []
+    var state: UInt32 = 12_345
+    func next(_ bound: Int) -> Int {
+      state = state &* 1_664_525 &+ 1_013_904_223
+      return Int(state >> 8) % bound
+    }
+    fixture.connectedPair { server, client in
+      server.maxOutboundBytes = 256 << 20
+      client.onRead = { received += $0 }
+      // The reader starts late, so the kernel refuses part of the queue and the rest
+      // goes through uv_write while more small frames arrive turn after turn.
+      let ticker = EventLoop.Timer(loop: fixture.loop)
+      var tick = 0
+      ticker.start(afterMs: 1, repeatMs: 1) {
+        tick += 1
+        // The reader pauses now and then, so writes stay partial and a uv_write is
+        // often in flight, sometimes holding the last copy chunk.
+        if tick % 50 == 40 { client.startReading() } else if tick % 50 == 0 { client.stopReading() }
+        for _ in 0..<next(40) {
+          let large = next(8) == 0
+          let count = large ? Loop.copyLimit + 1 + next(100_000) : 1 + next(Loop.copyLimit)
+          let bytes = patternBytes(count: count, seed: UInt32(expected.count))
+          expected += bytes
+          #expect(server.write(OutboundBuffer(bytes: bytes)))
+        }
+        if tick == 300 {
+          ticker.close()
+          client.startReading()
+          server.shutdown()
+        }
+      }
+    }
+    fixture.runAndClose()
+    #expect(received.count == expected.count)
+    #expect(firstMismatch(received, expected) == nil)
+    #expect(fixture.loop.stats.writeRequests > 0)
+  }
+
+  @Test("a copy chunk held by a uv_write in flight is not appended to: later small writes still arrive")
+  func copyChunkInFlightIsNotAppendedTo() {
+    let fixture = LoopFixture(timeoutMs: 20_000)
+    var expected: [UInt8] = []
+    var received: [UInt8] = []
+    fixture.connectedPair { server, client in
+      server.maxOutboundBytes = 1 << 30
+      client.onRead = { received += $0 }
+      // Small frames, each flushed at once, until the kernel refuses part of one:
+      // the rest of that copy chunk then goes to a uv_write, which holds it.
+      var frame = 0
+      repeat {
+        let bytes = patternBytes(count: Loop.copyLimit, seed: UInt32(frame))
+        frame += 1
+        expected += bytes
+        #expect(server.write(OutboundBuffer(bytes: bytes)))
+        server.flushNow()
+      } while server.queuedBytes == 0 && frame < 1_000_000
+      // More small frames while that write is in flight: they must not go into the
+      // chunk it holds (libuv would not send them, and they would count as sent).
+      for index in 0..<16 {
+        let bytes = patternBytes(count: 100 + index, seed: UInt32(frame + index))
+        expected += bytes
+        #expect(server.write(OutboundBuffer(bytes: bytes)))
+      }
+      client.startReading()
+      server.shutdown()
+    }
+    fixture.runAndClose()
+    #expect(received.count == expected.count)
+    #expect(firstMismatch(received, expected) == nil)
+    #expect(fixture.loop.stats.writeRequests > 0)
+    #expect(fixture.loop.stats.queuedBytes == 0)
+  }
+
   @Test("a refused write keeps frame boundaries: discardUnsent drops only untouched buffers")
   func refusedWriteThenDiscard() {
     let fixture = LoopFixture(timeoutMs: 10_000)
