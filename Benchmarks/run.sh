@@ -3,7 +3,7 @@
 # servers in Node `ws` and Python `websockets`) with relay-bots and write
 # Benchmarks/results/latest.md.
 #
-#   Benchmarks/run.sh [fanout] [rate] [idle] [storm]     (default: all four)
+#   Benchmarks/run.sh [fanout] [rate] [idle] [storm] [ramp]     (default: all five)
 #   Benchmarks/run.sh summarize Benchmarks/results/raw/<stamp>   (tables only)
 #
 # BENCH_PORT fixes the server port (default: any free one).
@@ -29,10 +29,10 @@ BOTS_CPU=1
 [ "$(nproc)" -ge 2 ] || { SERVER_CPU=0; BOTS_CPU=0; echo "warning: one core only; server and bots share it" >&2; }
 
 CONFIGS=("$@")
-[ ${#CONFIGS[@]} -gt 0 ] || CONFIGS=(fanout rate idle storm)
+[ ${#CONFIGS[@]} -gt 0 ] || CONFIGS=(fanout rate idle storm ramp)
 [ "${CONFIGS[0]}" = summarize ] && CONFIGS=()
 for c in "${CONFIGS[@]}"; do
-  case "$c" in fanout | rate | idle | storm) ;; *) echo "unknown configuration '$c' (fanout rate idle storm)" >&2; exit 2 ;; esac
+  case "$c" in fanout | rate | idle | storm | ramp) ;; *) echo "unknown configuration '$c' (fanout rate idle storm ramp)" >&2; exit 2 ;; esac
 done
 
 if [ "${1:-}" != summarize ]; then
@@ -158,7 +158,7 @@ measure() {
   local rc=0
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
   python3 - "$RECORDS" "$name" "$target" "$scenario" "$shards" "$((cpu1 - cpu0))" "$((t1 - t0))" "$rss" "$rc" "$RAW" "$((bots1 - bots0))" "$anon" "$((sys1 - sys0))" "$((steal1 - steal0))" "$((wchar1 - wchar0))" "$((syscw1 - syscw0))" <<'EOF'
-import json, sys
+import json, statistics, sys
 records, name, target, scenario, shards, cpu_us, wall_us, rss, rc, raw, bots_cpu_us, anon, sys_us, steal_us, wchar, syscw = sys.argv[1:]
 reports = [json.load(open(f"{raw}/{name}.{k}.json")) for k in range(int(shards))]
 deliv = sum(r["deliveriesReceived"] for r in reports)
@@ -181,6 +181,9 @@ rec = dict(name=name, target=target, scenario=scenario, rc=int(rc),
            deliveriesPerWrite=deliv / int(syscw) if int(syscw) else None,
            rssKb=int(rss), anonKb=int(anon), p50=lat["p50"], p99=lat["p99"], p999=lat["p999"],
            handP50=hand["p50"], handP99=hand["p99"], handP999=hand["p999"], handCount=hand["count"],
+           readyAfterMs=max(r.get("readyAfterMs", 0) for r in reports),
+           connectP50=statistics.median(r["connectReadyUs"]["p50"] for r in reports if "connectReadyUs" in r) if any("connectReadyUs" in r for r in reports) else None,
+           connectP99=max((r["connectReadyUs"]["p99"] for r in reports if "connectReadyUs" in r), default=None),
            handCommands=sum(r["handCommands"] for r in reports),
            calls=sum(r["callsStarted"] for r in reports),
            callsResolved=sum(r["callsResolved"] for r in reports),
@@ -199,7 +202,9 @@ bench() {
   local relay_flags=() r port baseline
   while [ $# -gt 0 ] && [ "$1" != -- ]; do relay_flags+=("$1"); shift; done
   [ $# -gt 0 ] && shift
-  for ((r = 1; r <= RUNS; r++)); do
+  # ROUND=k: only run k (so that configurations can alternate run by run).
+  local first="${ROUND:-1}" last="${ROUND:-$RUNS}"
+  for ((r = first; r <= last; r++)); do
     port="${BENCH_PORT:-$(free_port)}"
     start_server "$target" "$port" "$RAW/$scenario.$target.$r.server.log" "${relay_flags[@]}"
     baseline=$(rss_kb "$SERVER_PID")
@@ -281,7 +286,7 @@ if any(r["scenario"].startswith("rate-") for r in recs):
     L += ["## 2. Fixed message rate into 10 x 100 (Relay)", "",
           "| offered msg/s | deliveries/s | p50 ms | p99 ms | p99.9 ms | server CPU % | CPU µs / 1 000 deliveries | bots CPU % | steal % | p99 ms of each run | check failures |",
           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for s in ("rate-200", "rate-1000"):
+    for s in ("rate-200", "rate-1000", "rate-20000"):
         rs = group(s, "relay")
         if rs:
             L.append(f"| {s[5:]} | {f(med(rs,'deliveriesPerSec'))} | {ms(med(rs,'p50'))} | {ms(med(rs,'p99'))} | {ms(med(rs,'p999'))} | "
@@ -307,6 +312,16 @@ if any(r["scenario"].startswith("idle-") for r in recs):
           "ΔRSS = RSS with the bots joined − RSS right after start: it also counts library and binary pages the run "
           "first touches (file-backed, shared, paid once). ΔRssAnon counts anonymous memory only (heap, stacks): "
           "what each further connection costs. Kernel % = stime: the ping writes and pong reads themselves.", ""]
+if any(r["scenario"] == "ramp-19900" for r in recs):
+    L += ["## 5. Connection ramp (19 900 connections opened as fast as two bots shards can, on one core)", "",
+          "| server | what each connection does | all ready after ms | connect → ready p50 ms | p99 ms | ready ms, each run | check failures |",
+          "|---|---|---:|---:|---:|---|---:|"]
+    for t, label, what in (("relay", "Relay", "upgrade, hello, join (snapshot of up to 100 members)"), ("floor", "C floor", "upgrade only")):
+        rs = group("ramp-19900", t)
+        if rs:
+            L.append(f"| {label} | {what} | {f(med(rs,'readyAfterMs'))} | {ms(med(rs,'connectP50'))} | {ms(med(rs,'connectP99'))} | "
+                     f"{', '.join(f(r['readyAfterMs']) for r in rs)} | {fails(rs)} |")
+    L += ["", "Connect → ready: a bot's TCP connect until it is upgraded (floor) or welcomed and joined (Relay).", ""]
 if any(r["scenario"] in ("hand-storm", "ring-storm") for r in recs):
     L += ["## 4. Storms (Relay)", ""]
     rs = group("hand-storm", "relay")
@@ -341,16 +356,29 @@ for c in "${CONFIGS[@]}"; do
   case "$c" in
     fanout)
       echo "== fan-out (10 sessions x 100 members, 1 publisher/session, 8 in flight)" >&2
-      bench relay fanout 1 --message-rate 1000000 --max-outbound-bytes 16777216 -- --quiet
+      # Relay and the two floors alternate run by run, so load from other tenants
+      # falls on all three alike.
+      for ((round = 1; round <= RUNS; round++)); do
+        ROUND=$round bench relay fanout 1 --message-rate 1000000 --max-outbound-bytes 16777216 -- --quiet
+        ROUND=$round bench floor fanout-floor 1 -- --quiet
+        ROUND=$round bench floor-ping fanout-floor 1 -- --quiet
+      done
       bench node fanout 1 -- --quiet
       bench python fanout 1 -- --quiet
-      bench floor fanout-floor 1 -- --quiet
-      bench floor-ping fanout-floor 1 -- --quiet
       ;;
     rate)
       echo "== fixed rates (200 and 1 000 msg/s into 10 x 100)" >&2
       bench relay rate-200 1 -- --quiet --duration 10000
       bench relay rate-1000 1 -- --quiet --duration 10000
+      # 20 000 messages/s into 10 x 100: 2 M deliveries/s offered.
+      bench relay rate-20000 1 --message-rate 1000000 --max-outbound-bytes 16777216 -- --quiet --duration 10000
+      ;;
+    ramp)
+      echo "== connection ramp (19 900 connections as fast as the bots open them)" >&2
+      for ((round = 1; round <= RUNS; round++)); do
+        ROUND=$round bench relay ramp-19900 2 -- --quiet
+        ROUND=$round bench floor ramp-19900 2 -- --quiet
+      done
       ;;
     idle)
       echo "== idle connections with heartbeats (30 s)" >&2

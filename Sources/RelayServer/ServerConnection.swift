@@ -398,7 +398,8 @@ final class ServerConnection: TCPConnectionDelegate {
   /// protocol/ §1: over `--max-outbound-bytes` not taken by the kernel (or chosen
   /// by the process-wide budget) → close 4008 and free the queue. Whole frames the
   /// kernel has not started on are dropped at once; the close frame follows the
-  /// bytes in flight (at most `Loop.maxInFlightBytes` and the frame begun), so a
+  /// bytes in flight (at most `Loop.maxInFlightBytes`, and the frame or the
+  /// copy chunk of small frames begun, `Loop.copyChunkBytes`), so a
   /// reader that is slow but reading gets it (OutboundBudget.swift ends the socket
   /// once it is flushed). The participant is lost, not gone: 4008 means "resume"
   /// (§14). A write refused because the connection is already ending is not
