@@ -72,7 +72,7 @@ extension Bot {
     if respectRateLimit {
       let now = ctx.nowMs
       recentMessageMs.removeAll { $0 + 1_000 <= now }
-      guard recentMessageMs.count < 19 else { return false }
+      guard recentMessageMs.count < ctx.scenario.messagesPerBotPerSecond else { return false }
       recentMessageMs.append(now)
     }
     ctx.stats.messagesSent += 1

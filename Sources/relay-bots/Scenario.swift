@@ -62,6 +62,15 @@ struct Scenario {
   /// in the report and used by Benchmarks/run.sh.
   var relayFlags: [String]
 
+  /// Messages one bot may send per second: under the relay's `--message-rate`
+  /// (§7a, default 20 per 1 000 ms) as the scenario starts the relay, one below it
+  /// so timer jitter never trips the limit.
+  var messagesPerBotPerSecond: Int {
+    var rate = 20
+    if let i = relayFlags.firstIndex(of: "--message-rate"), i + 1 < relayFlags.count, let n = Int(relayFlags[i + 1]) { rate = n }
+    return max(1, rate - 1)
+  }
+
   func has(_ kind: Behaviour.Kind) -> Bool { behaviours.contains { $0.kind == kind } }
 }
 
