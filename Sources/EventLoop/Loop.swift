@@ -58,10 +58,11 @@ public final class Loop {
   /// A connection's frames of a turn are then already contiguous: one chunk, one
   /// `write`. Larger buffers stay shared (no copy per recipient).
   public static let copyLimit = 512
-  /// Size of one copy chunk: room for the small frames of a few turns (a fan-out
-  /// delivers a handful per connection per turn), small enough that the chunks of a
-  /// thousand connections written in one turn stay a few MiB.
-  public static let copyChunkBytes = 2048
+  /// Size of one copy chunk: room for the small frames of a turn (a fan-out of
+  /// ~120-byte events with 8 in flight writes ~960 bytes per connection per turn);
+  /// the chunks a loop keeps (`chunkPool`) are a fixed cost of the process, so they
+  /// stay small.
+  public static let copyChunkBytes = 1024
 
   let rawLoop: UnsafeMutablePointer<uv_loop_t>
   let readBuffer: UnsafeMutableRawPointer
@@ -83,8 +84,8 @@ public final class Loop {
   /// Spare write-queue rings (see `WriteQueue`): enough for a turn that queues several
   /// frames to a thousand connections; about 200 KB when full.
   let ringPool = RingPool(limit: 1_024)
-  /// Spare copy chunks (see `copyLimit`): one per connection written in a turn, so a
-  /// thousand-connection fan-out reuses them; at most 2 MiB kept.
+  /// Copy chunks (see `copyLimit`): one per connection written in a turn, so a
+  /// thousand-connection fan-out reuses them; at most 1 MiB, allocated once.
   let chunkPool = ChunkPool(limit: 1_024)
   /// Upper bound on a graceful close (`shutdown()` or a peer's EOF with data still
   /// queued): flush, half-close and wait for the peer's EOF, then close regardless.

@@ -40,14 +40,19 @@ public final class OutboundBuffer {
     initializer(UnsafeMutableRawBufferPointer(start: base, count: count))
   }
 
-  /// An empty copy chunk of `Loop.copyChunkBytes` (see `ChunkPool`).
-  init(copyChunk: ()) {
+  /// An empty copy chunk of `Loop.copyChunkBytes`, counted by `pool` (see `ChunkPool`).
+  init(copyChunkOf pool: ChunkPool) {
     self.count = Loop.copyChunkBytes
     self.isCopyChunk = true
     self.base = .allocate(byteCount: Loop.copyChunkBytes, alignment: 16)
+    self.pool = pool
   }
 
+  /// The pool that counts this chunk (nil for every other buffer).
+  private weak var pool: ChunkPool?
+
   deinit {
+    pool?.chunkGone()
     base.deallocate()
   }
 
