@@ -118,8 +118,13 @@ def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
                 # Asleep until grace has run out for them too: they come back
                 # to a relay that forgot them (resumed: false, fresh join, §8).
                 # Grace (10 s) plus generous slack: on a loaded 2-core machine the
-                # nodes, the bots and Redis compete for the cores.
-                _wait(lambda: counter(survivors[0], "relay_participants_timed_out_total") >= timed_out + 10,
+                # nodes, the bots and Redis compete for the cores. Half of its dozen
+                # users: during those 10 s the run's `abrupt`, `vanish` and `churn`
+                # behaviours move a few of them to another node, where they resume
+                # within grace (a threshold of 10 failed about one run in five);
+                # nothing else in this run outlives grace, so any time-out is the
+                # pause's.
+                _wait(lambda: counter(survivors[0], "relay_participants_timed_out_total") >= timed_out + 6,
                       10 + 15, "the paused node's users timed out")
             victim.signal(signal.SIGCONT)
         proc, report = bots.finish(RUN_TIMEOUT_S)
@@ -137,7 +142,8 @@ def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
     # scenario's own drops moved meanwhile) came back elsewhere, and resumed.
     assert report["reconnects"] >= 9, detail
     if how == "pause-past-grace":
-        assert report["freshRejoins"] >= 9, detail
+        # Those that timed out (at least 6, above) join afresh.
+        assert report["freshRejoins"] >= 6, detail
     else:
         assert report["resumedTrue"] >= 9, detail
     assert report["unresolvedLost"] == 0, detail
