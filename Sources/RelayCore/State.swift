@@ -80,14 +80,10 @@ final class Participant {
 }
 
 /// A participant's sliding windows (§7 raise/lower, §7a messages).
+/// Limits and windows come from the config at each use (`RateWindow`).
 final class RateWindows {
-  var hand: RateWindow
-  var message: RateWindow
-
-  init(_ config: CoreConfig) {
-    hand = RateWindow()
-    message = RateWindow()
-  }
+  var hand = RateWindow()
+  var message = RateWindow()
 }
 
 /// A raised hand (§7): queue position is the array index.
@@ -190,9 +186,9 @@ final class Session {
   /// who leaves and joins again starts afresh, as a new participant.
   private var rates: [String: RateWindows] = [:]
 
-  func windows(of participant: Participant, _ config: CoreConfig) -> RateWindows {
+  func windows(of participant: Participant) -> RateWindows {
     if let existing = rates[participant.uid] { return existing }
-    let created = RateWindows(config)
+    let created = RateWindows()
     rates[participant.uid] = created
     return created
   }
