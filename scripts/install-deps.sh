@@ -12,8 +12,9 @@ sudo_cmd=()
 
 apt_pkgs=(libuv1-dev libssl-dev pkg-config)
 # chromium + chromium-driver: the demo page's browser tests (Tests/integration/test_demo_browser.py);
-# redis-server + haproxy: the cluster tests.
-[ $want_test -eq 1 ] && apt_pkgs+=(node-ws nodejs redis-server haproxy chromium chromium-driver)
+# redis-server, redis-sentinel, haproxy, faketime: the cluster tests (faketime runs a node
+# with a skewed wall clock); npm + node-typescript: the JS client's package and type checks.
+[ $want_test -eq 1 ] && apt_pkgs+=(node-ws nodejs redis-server redis-sentinel haproxy faketime chromium chromium-driver npm node-typescript)
 
 missing=()
 for p in "${apt_pkgs[@]}"; do
@@ -23,6 +24,10 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   if [[ " ${missing[*]} " == *" nodejs "* ]] && command -v node >/dev/null 2>&1; then
     missing=("${missing[@]/nodejs}")
+  fi
+  # A nodejs that bundles npm conflicts with Debian's npm package: its npm is fine.
+  if [[ " ${missing[*]} " == *" npm "* ]] && command -v npm >/dev/null 2>&1; then
+    missing=("${missing[@]/npm}")
   fi
 fi
 missing=($(printf '%s\n' "${missing[@]}" | sed '/^$/d'))
