@@ -94,9 +94,22 @@ final class Call {
   /// `call.incoming`, encoded once and sent to every ringing device, late ones too.
   var incoming: Payload?
 
-  init(
+  convenience init(
     id: String, sessionId: String, caller: CallCaller, callerConnection: ConnectionID, to: [String],
     callType: CallType, metadata: [UInt8]?, at: Instant, ringTimeoutMs: Int64
+  ) {
+    self.init(
+      id: id, sessionId: sessionId, caller: caller, callerConnection: callerConnection, to: to,
+      callType: callType, metadata: metadata, createdAtWallMs: at.wallMs,
+      expiresAtWallMs: at.wallMs + ringTimeoutMs, ringDeadlineMonoMs: at.monoMs + ringTimeoutMs)
+  }
+
+  /// A call with its times given: as `init(…at:ringTimeoutMs:)` made it, or as a
+  /// snapshot describes it (Snapshot.swift).
+  init(
+    id: String, sessionId: String, caller: CallCaller, callerConnection: ConnectionID, to: [String],
+    callType: CallType, metadata: [UInt8]?, createdAtWallMs: Int64, expiresAtWallMs: Int64,
+    ringDeadlineMonoMs: Int64
   ) {
     self.id = id
     self.sessionId = sessionId
@@ -105,9 +118,9 @@ final class Call {
     self.to = to
     self.callType = callType
     self.metadata = metadata
-    createdAtWallMs = at.wallMs
-    expiresAtWallMs = at.wallMs + ringTimeoutMs
-    ringDeadlineMonoMs = at.monoMs + ringTimeoutMs
+    self.createdAtWallMs = createdAtWallMs
+    self.expiresAtWallMs = expiresAtWallMs
+    self.ringDeadlineMonoMs = ringDeadlineMonoMs
   }
 
   func callee(_ uid: String) -> Callee? { callees.first { $0.uid == uid } }

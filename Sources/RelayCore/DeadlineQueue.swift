@@ -69,6 +69,36 @@ struct DeadlineQueue {
     }
   }
 
+  init() {}
+
+  /// Every queued entry of every lane, moot ones included, in no particular order:
+  /// what a snapshot filters and sorts (Snapshot.swift).
+  var pending: [Deadline] { heap + wheel.pending + hellos.pending }
+
+  /// The scheduling counter: the order number the next deadline gets.
+  var nextOrderNumber: UInt64 { nextOrder }
+
+  /// A queue holding `entries` (sorted by `fires(before:)`, order numbers below
+  /// `nextOrder`) with their own order numbers: the deadlines of a snapshot. Each goes
+  /// to the lane it would have been scheduled in; the lanes fire together in (time,
+  /// order), so which lane holds an entry never changes when it fires.
+  init(restoring entries: [Deadline], nextOrder: UInt64) {
+    for deadline in entries {
+      switch deadline.kind {
+      case .hello(let c) where hellos.accepts(deadline.atMonoMs):
+        hellos.append(HelloLane.Entry(atMonoMs: deadline.atMonoMs, order: deadline.order, connection: c))
+      case .liveness(.heartbeat(let connection, let pingDueMs)):
+        wheel.file(
+          at: deadline.atMonoMs,
+          HeartbeatWheel.Entry(connection: connection, order: deadline.order, pingDueMs: pingDueMs))
+      default:
+        heap.append(deadline)
+        siftUp(heap.count - 1)
+      }
+    }
+    self.nextOrder = nextOrder
+  }
+
   mutating func schedule(at monoMs: Int64, _ kind: DeadlineKind) {
     heap.append(Deadline(atMonoMs: monoMs, order: nextOrder, kind: kind))
     nextOrder += 1
@@ -175,6 +205,20 @@ struct HeartbeatWheel {
       kind: .liveness(.heartbeat(entry.connection, pingDueMs: entry.pingDueMs)))
   }
 
+  /// The checks not yet fired, as deadlines (for snapshots).
+  var pending: [Deadline] {
+    var all: [Deadline] = []
+    for bucket in buckets[head...] {
+      for entry in bucket.entries[bucket.next...] {
+        all.append(
+          Deadline(
+            atMonoMs: bucket.atMonoMs, order: entry.order,
+            kind: .liveness(.heartbeat(entry.connection, pingDueMs: entry.pingDueMs))))
+      }
+    }
+    return all
+  }
+
   mutating func file(at monoMs: Int64, _ entry: Entry) {
     count += 1
     if let last = buckets.indices.last, last >= head, buckets[last].atMonoMs >= monoMs {
@@ -240,6 +284,11 @@ struct HelloLane {
   func accepts(_ monoMs: Int64) -> Bool { entries.last.map { $0.atMonoMs <= monoMs } ?? true }
 
   mutating func append(_ entry: Entry) { entries.append(entry) }
+
+  /// The timeouts not yet fired, as deadlines (for snapshots).
+  var pending: [Deadline] {
+    entries[head...].map { Deadline(atMonoMs: $0.atMonoMs, order: $0.order, kind: .hello($0.connection)) }
+  }
 
   var firstKey: (atMonoMs: Int64, order: UInt64)? {
     head < entries.count ? (entries[head].atMonoMs, entries[head].order) : nil

@@ -14,6 +14,19 @@ struct FinishedCalls {
   /// Calls forgotten before their retention was over.
   private(set) var evicted: UInt64 = 0
 
+  init() {}
+
+  /// The calls still counted, oldest first, with what each was charged: for snapshots.
+  var counted: [(id: String, bytes: Int)] { Array(order[head...]) }
+
+  /// The account a snapshot describes; count and bytes follow from the entries.
+  init(restoring entries: [(id: String, bytes: Int)], evicted: UInt64) {
+    order = entries
+    count = entries.count
+    bytes = entries.reduce(0) { $0 + $1.bytes }
+    self.evicted = evicted
+  }
+
   /// What a finished call holds: the object and its callees, ids, metadata.
   static func cost(of call: Call) -> Int {
     var n = 256 + call.id.utf8.count + call.sessionId.utf8.count + (call.metadata?.count ?? 0)

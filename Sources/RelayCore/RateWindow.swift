@@ -11,6 +11,24 @@ struct RateWindow {
   private var times = SmallList<Int64>()
   private var oldest: Int32 = 0  // ring index of the oldest kept instant once full
 
+  init() {}
+
+  /// The kept instants in ring order and the index of the oldest once full: the
+  /// whole state, for snapshots (Snapshot.swift).
+  var kept: (times: [Int64], oldest: Int32) { (Array(times), oldest) }
+
+  /// The window `kept` described; nil unless `oldest` indexes `times` (0 while the
+  /// ring holds fewer than two instants), so a restored window can never trap.
+  init?(times: [Int64], oldest: Int32) {
+    guard oldest >= 0, Int(oldest) < max(1, times.count), times.count >= 2 || oldest == 0 else { return nil }
+    switch times.count {
+    case 0: self.times = .empty
+    case 1: self.times = .one(times[0])
+    default: self.times = .many(times)
+    }
+    self.oldest = oldest
+  }
+
   /// Records and returns true when the action is within `limit` per `windowMs`; a
   /// refused action is not recorded (§7 "nothing changes").
   mutating func tryAcquire(at nowMonoMs: Int64, limit: Int, windowMs: Int64) -> Bool {

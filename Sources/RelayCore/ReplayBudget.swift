@@ -46,6 +46,24 @@ final class ReplayBudget {
     compactIfMostlyStale()
   }
 
+  /// The records of events still kept, in recording order: the eviction order. Records
+  /// of dropped events or freed sessions are left out; eviction passes over them, so
+  /// they change nothing (for snapshots).
+  var liveRecords: [(session: Session, seq: Int64)] {
+    order[head...].compactMap { record in
+      guard let owner = record.session, let oldest = owner.replay.oldestSeq, record.seq >= oldest else { return nil }
+      return (owner, record.seq)
+    }
+  }
+
+  /// Puts back the eviction order and count of a snapshot. The logs charge their
+  /// bytes themselves as they are restored (`ReplayLog.restore`).
+  func restore(evictions: UInt64, records: [(session: Session, seq: Int64)]) {
+    self.evictions = evictions
+    order = records.map { Record(session: $0.session, seq: $0.seq) }
+    head = 0
+  }
+
   /// Records of events a log already dropped by its own bounds stay until passed over;
   /// rebuild once they outnumber the live ones, so `order` stays O(live events).
   private func compactIfMostlyStale() {

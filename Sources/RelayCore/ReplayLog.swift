@@ -64,6 +64,25 @@ struct ReplayLog {
     }
   }
 
+  /// The kept events, oldest first (seqs from `oldestSeq` on): for snapshots.
+  var kept: [(atMonoMs: Int64, body: RecordedBody)] { entries[head...].map { ($0.atMonoMs, $0.body) } }
+
+  /// Puts back the kept events of a snapshot, charging the budget as recording did,
+  /// without trimming: the restored log holds exactly what the snapshotted one held
+  /// (age bounds apply lazily, at the next record or resume, in both alike). The
+  /// caller checked that the seqs end at the session's seq.
+  mutating func restore(oldestSeq: Int64, _ events: [(atMonoMs: Int64, body: RecordedBody)]) {
+    precondition(count == 0, "restoring into a log that holds events")
+    headSeq = oldestSeq
+    for (atMonoMs, body) in events {
+      let event = RecordedEvent(atMonoMs: atMonoMs, body: body)
+      entries.append(event)
+      let cost = Self.cost(of: event)
+      bytes += cost
+      budget?.charge(cost, events: 1)
+    }
+  }
+
   /// Gives the log's bytes back to the budget (its session is being freed).
   func releaseAll() { budget?.charge(-bytes, events: -count) }
 

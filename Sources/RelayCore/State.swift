@@ -58,6 +58,15 @@ final class Participant {
     connectionRaw = connection.raw
   }
 
+  /// A participant as a snapshot describes it (Snapshot.swift); `connection` nil
+  /// while lost. The caller has refused the reserved id.
+  init(profile: Profile, joinedAtWallMs: Int64, connection: ConnectionID?) {
+    self.profile = profile
+    self.joinedAtWallMs = joinedAtWallMs
+    connectionRaw = Self.noConnection
+    setConnection(connection)
+  }
+
   /// The connection that joined (nil while lost, §5). Change it only through
   /// `Session.attach`/`detach`, which keep the fan-out list current.
   var connection: ConnectionID? {
@@ -192,6 +201,15 @@ final class Session {
     rates[participant.uid] = created
     return created
   }
+
+  /// The windows of every participant that has them, by uid in ascending order (hash
+  /// order would differ between processes): for snapshots.
+  var sortedWindows: [(uid: String, windows: RateWindows)] {
+    rates.keys.sorted().compactMap { uid in rates[uid].map { (uid, $0) } }
+  }
+
+  /// Puts back a member's windows from a snapshot.
+  func restoreWindows(_ windows: RateWindows, uid: String) { rates[uid] = windows }
 
   /// Points the participant at a (new) connection, which also makes it `connected`:
   /// join takeover, resume.

@@ -1,0 +1,408 @@
+// A snapshot of the core's state (docs/cluster.md, "Limits": the shared log is bounded
+// by snapshots; a joining replica restores the newest one and replays only the tail).
+// The bytes are canonical, a function of the logical state only, because replicas
+// compare digests of them to detect divergence:
+// - no table is written in hash order (Swift seeds hashing per process): dictionaries
+//   by sorted key, lists in the order the core keeps (join order, hello order, queue
+//   order, recording order), deadlines by (time, order number);
+// - caches are left out (fan-out lists, snapshot chunks, encoded `call.incoming`),
+//   and moot deadlines too (lazy cancellation: a continuously running core may still
+//   hold some a restored one never had; moot never turns wanted again, every id they
+//   name being drawn from a counter or the id source once);
+// - shared `Profile`s are written once, in first-use order, and referred to by index.
+// Config is not in it: it comes from flags, the same on every node.
+// Effects not yet taken are output, not state: take them before snapshotting.
+//
+// One function per stored type, with its reader in SnapshotDecode.swift: a new stored
+// field is one line in each. Layout (version 1), in order: profiles, connections,
+// user → connections, granted sessions, sessions, replay budget, liveness, calls,
+// counters, deadlines.
+import RelayProtocol
+
+extension RelayCore {
+  /// The first byte of a snapshot; a restore refuses any other.
+  public static let snapshotVersion: UInt8 = 1
+
+  /// The core's complete logical state (see the file comment), restorable with
+  /// `init(restoring:config:ids:verifyToken:)`. Pure: changes nothing.
+  public func snapshot() -> [UInt8] {
+    var writer = SnapshotWriter(core: self)
+    writer.writeCore()
+    return writer.out.bytes
+  }
+}
+
+/// Writes one core; holds the profile and session numbering of this snapshot.
+struct SnapshotWriter {
+  let core: RelayCore
+  var out = BinaryWriter(capacity: 4_096)
+  private(set) var profiles: [Profile] = []
+  private var profileIndex: [ObjectIdentifier: UInt32] = [:]
+  let connections: [Connection]
+  let sessions: [Session]
+
+  init(core: RelayCore) {
+    self.core = core
+    connections = core.connections.values.sorted { $0.id < $1.id }
+    sessions = core.sessions.keys.sorted().compactMap { core.sessions[$0] }
+  }
+
+  mutating func writeCore() {
+    out.u8(RelayCore.snapshotVersion)
+    collectProfiles()
+    out.count(profiles.count)
+    for p in profiles { profile(p) }
+    out.count(connections.count)
+    for c in connections { connection(c) }
+    userConnections()
+    grantedSessions(core.grantedSessions)
+    out.count(sessions.count)
+    for s in sessions { session(s) }
+    replayBudget(core.replayBudget)
+    liveness(core.liveness)
+    callBook(core.calls)
+    coreStats(core.counters)
+    deadlines(core.deadlines)
+  }
+
+  // MARK: Profiles
+
+  /// Numbers every profile in first-use order: connections by id, then sessions by id
+  /// (members in join order, then replay entries oldest first).
+  private mutating func collectProfiles() {
+    for c in connections { if let p = c.profile { number(p) } }
+    for s in sessions {
+      for m in s.members { number(m.profile) }
+      for event in s.replay.kept { if case .joined(let p, _) = event.body { number(p) } }
+    }
+  }
+
+  private mutating func number(_ p: Profile) {
+    let key = ObjectIdentifier(p)
+    guard profileIndex[key] == nil else { return }
+    profileIndex[key] = UInt32(profiles.count)
+    profiles.append(p)
+  }
+
+  private mutating func profileRef(_ p: Profile) {
+    guard let index = profileIndex[ObjectIdentifier(p)] else { preconditionFailure("profile not numbered") }
+    out.u32(index)
+  }
+
+  mutating func profile(_ p: Profile) {
+    out.string(p.uid)
+    out.string(p.name)
+    out.optional(p.avatar) { $0.string($1) }
+    switch p.sessions {
+    case .any: out.u8(0)
+    case .only(let ids):
+      out.u8(1)
+      out.count(ids.count)
+      for id in ids { out.string(id) }
+    }
+    out.string(p.token.string)
+    out.u8(p.role == .host ? 0 : 1)
+  }
+
+  // MARK: Connections and users
+
+  mutating func connection(_ c: Connection) {
+    out.u64(c.id.raw)
+    out.bool(c.profile != nil)
+    if let p = c.profile { profileRef(p) }
+    out.count(c.sessions.count)
+    for id in c.sessions { out.string(id) }
+    out.i64(c.lastInboundMonoMs)
+    out.u8(Self.phaseCode(c.phase))
+    out.bool(c.tokenSpent)
+    out.bool(c.background)
+    out.u32(UInt32(clamping: c.badMessages))
+    rateWindow(c.joinWindow)
+  }
+
+  static func phaseCode(_ phase: ConnectionPhase) -> UInt8 {
+    switch phase {
+    case .awaitingHello: return 0
+    case .ready: return 1
+    case .closing: return 2
+    }
+  }
+
+  mutating func rateWindow(_ window: RateWindow) {
+    let kept = window.kept
+    out.count(kept.times.count)
+    for t in kept.times { out.i64(t) }
+    out.u32(UInt32(clamping: kept.oldest))
+  }
+
+  /// Per user (sorted), its connections in hello order: the order calls ring them in.
+  private mutating func userConnections() {
+    var uids: [String] = []
+    for c in connections { if let uid = c.uid { uids.append(uid) } }
+    let sorted = Array(Set(uids)).sorted()
+    out.count(sorted.count)
+    for uid in sorted {
+      let list = core.userConnections.elements(withKey: uid)
+      out.string(uid)
+      out.count(list.count)
+      for c in list { out.u64(c.id.raw) }
+    }
+  }
+
+  mutating func grantedSessions(_ grants: [String: Set<String>]) {
+    out.count(grants.count)
+    for uid in grants.keys.sorted() {
+      let ids = grants[uid, default: []].sorted()
+      out.string(uid)
+      out.count(ids.count)
+      for id in ids { out.string(id) }
+    }
+  }
+
+  // MARK: Sessions
+
+  mutating func session(_ s: Session) {
+    out.string(s.id)
+    out.i64(s.seq)
+    out.count(s.members.count)
+    for m in s.members { participant(m) }
+    out.count(s.hands.count)
+    for h in s.hands { hand(h) }
+    let windows = s.sortedWindows
+    out.count(windows.count)
+    for (uid, w) in windows {
+      out.string(uid)
+      rateWindow(w.hand)
+      rateWindow(w.message)
+    }
+    replayLog(s.replay)
+  }
+
+  mutating func participant(_ p: Participant) {
+    profileRef(p.profile)
+    out.i64(p.joinedAtWallMs)
+    out.optional(p.connection) { $0.u64($1.raw) }
+  }
+
+  mutating func hand(_ h: Hand) {
+    out.string(h.uid)
+    out.string(h.name)
+    out.i64(h.raisedAtWallMs)
+  }
+
+  mutating func replayLog(_ log: ReplayLog) {
+    let kept = log.kept
+    out.i64(log.oldestSeq ?? 0)
+    out.count(kept.count)
+    for event in kept {
+      out.i64(event.atMonoMs)
+      switch event.body {
+      case .payload(let payload):
+        out.u8(0)
+        out.bytes(payload.bytes)
+      case .joined(let p, let wallMs):
+        out.u8(1)
+        profileRef(p)
+        out.i64(wallMs)
+      }
+    }
+  }
+
+  /// The live eviction records, each as the index of its session in this snapshot:
+  /// a session's records are its kept events in seq order, so the seq is implied.
+  private mutating func replayBudget(_ budget: ReplayBudget) {
+    out.u64(budget.evictions)
+    var index: [ObjectIdentifier: UInt32] = [:]
+    for (i, s) in sessions.enumerated() { index[ObjectIdentifier(s)] = UInt32(i) }
+    let records = budget.liveRecords.compactMap { index[ObjectIdentifier($0.session)] }
+    out.count(records.count)
+    for i in records { out.u32(i) }
+  }
+}
+
+extension SnapshotWriter {
+  // MARK: Liveness (§5, §8)
+
+  mutating func liveness(_ state: LivenessState) {
+    out.u64(state.nextRecord)
+    out.u64(state.nextIdleGeneration)
+    let ids = state.records.keys.sorted()
+    out.count(ids.count)
+    for id in ids {
+      guard let record = state.records[id] else { continue }
+      lostRecord(id, record, indexed: state.recordByToken[record.token] == id)
+    }
+    let owners = state.lostOwner.keys.sorted { ($0.session, $0.uid) < ($1.session, $1.uid) }
+    out.count(owners.count)
+    for key in owners {
+      out.string(key.session)
+      out.string(key.uid)
+      out.u64(state.lostOwner[key] ?? 0)
+    }
+    let idle = state.idle.keys.sorted()
+    out.count(idle.count)
+    for session in idle {
+      guard let countdown = state.idle[session] else { continue }
+      out.string(session)
+      out.u64(countdown.generation)
+      out.i64(countdown.endsAtMonoMs)
+    }
+  }
+
+  /// `indexed`: resume finds the record by its token (a resume or a newer record
+  /// takes the token's entry away).
+  mutating func lostRecord(_ id: UInt64, _ record: LostRecord, indexed: Bool) {
+    out.u64(id)
+    out.string(record.uid)
+    out.string(record.token.string)
+    out.count(record.sessions.count)
+    for s in record.sessions { out.string(s) }
+    out.bool(indexed)
+  }
+
+  // MARK: Calls (§9)
+
+  mutating func callBook(_ book: CallBook) {
+    let ids = book.calls.keys.sorted()
+    out.count(ids.count)
+    for id in ids { if let c = book.calls[id] { call(c) } }
+    let uids = book.live.keys.sorted()
+    out.count(uids.count)
+    for uid in uids {
+      let list = book.live[uid, default: []]
+      out.string(uid)
+      out.count(list.count)
+      for c in list { out.string(c.id) }
+    }
+    let initiators = book.initiateWindows.keys.sorted()
+    out.count(initiators.count)
+    for uid in initiators {
+      let times = book.initiateWindows[uid, default: []]
+      out.string(uid)
+      out.count(times.count)
+      for t in times { out.i64(t) }
+    }
+    callStats(book.stats)
+    let finished = book.finished.counted
+    out.u64(book.finished.evicted)
+    out.count(finished.count)
+    for (id, bytes) in finished {
+      out.string(id)
+      out.u64(UInt64(clamping: bytes))
+    }
+  }
+
+  mutating func call(_ c: Call) {
+    out.string(c.id)
+    out.string(c.sessionId)
+    out.string(c.caller.uid)
+    out.string(c.caller.name)
+    out.optional(c.caller.avatar) { $0.string($1) }
+    out.u64(c.callerConnection.raw)
+    out.count(c.to.count)
+    for uid in c.to { out.string(uid) }
+    out.string(c.callType.rawValue)
+    out.optional(c.metadata) { $0.bytes($1) }
+    out.i64(c.createdAtWallMs)
+    out.i64(c.expiresAtWallMs)
+    out.i64(c.ringDeadlineMonoMs)
+    out.count(c.callees.count)
+    for callee in c.callees { self.callee(callee) }
+    out.optional(c.acceptedAtMonoMs) { $0.i64($1) }
+    out.optional(c.endedBy) { $0.string($1) }
+    out.optional(c.endReason) { $0.string($1.rawValue) }
+    out.optional(c.endDurationMs) { $0.i64($1) }
+    out.bool(c.cancelledByCaller)
+    out.optional(c.finishedAtMonoMs) { $0.i64($1) }
+  }
+
+  mutating func callee(_ c: Callee) {
+    out.string(c.uid)
+    out.string(c.state.rawValue)
+    out.count(c.devices.count)
+    for d in c.devices { out.u64(d.raw) }
+    out.count(c.done.count)
+    for d in c.done { out.u64(d.raw) }
+    out.optional(c.acceptedBy) { $0.u64($1.raw) }
+    out.bool(c.wasOffline)
+    out.optional(c.rejectReason) { $0.string($1.rawValue) }
+    out.optional(c.cancelReason) { $0.string($1.rawValue) }
+  }
+
+  mutating func callStats(_ s: CallStats) {
+    out.u64(s.initiated)
+    counts(s.outcomes)
+    counts(s.webhooks)
+    out.i64(Int64(s.held))
+    out.i64(Int64(s.finishedHeld))
+    out.i64(Int64(s.finishedBytes))
+    out.u64(s.finishedEvicted)
+  }
+
+  // MARK: Counters (§10)
+
+  mutating func coreStats(_ s: CoreStats) {
+    out.i64(Int64(s.connections))
+    out.i64(Int64(s.sessions))
+    out.i64(Int64(s.participants))
+    counts(s.commandsByType)
+    counts(s.eventsByType)
+    out.u64(s.deliveries)
+    counts(s.errorsByCode)
+    out.u64(s.lost)
+    out.u64(s.restored)
+    out.u64(s.timedOut)
+    out.i64(Int64(s.replayBytes))
+    out.u64(s.replayEvictions)
+  }
+
+  /// A counter table by sorted name.
+  mutating func counts(_ table: [String: UInt64]) {
+    out.count(table.count)
+    for key in table.keys.sorted() {
+      out.string(key)
+      out.u64(table[key, default: 0])
+    }
+  }
+
+  // MARK: Deadlines
+
+  /// The wanted deadlines of every lane in firing order, with their order numbers, and
+  /// the scheduling counter: the restored queue fires the same entries in the same
+  /// order, and numbers new ones as this one would.
+  mutating func deadlines(_ queue: DeadlineQueue) {
+    let wanted = queue.pending.filter { core.isWanted($0.kind) }.sorted { $0.fires(before: $1) }
+    out.u64(queue.nextOrderNumber)
+    out.count(wanted.count)
+    for d in wanted { deadline(d) }
+  }
+
+  mutating func deadline(_ d: Deadline) {
+    out.i64(d.atMonoMs)
+    out.u64(d.order)
+    switch d.kind {
+    case .hello(let c):
+      out.u8(0)
+      out.u64(c.raw)
+    case .liveness(.heartbeat(let c, let pingDueMs)):
+      out.u8(1)
+      out.u64(c.id.raw)
+      out.i64(pingDueMs)
+    case .liveness(.grace(let record)):
+      out.u8(2)
+      out.u64(record)
+    case .liveness(.idleWarning(let generation)):
+      out.u8(3)
+      out.u64(generation)
+    case .liveness(.idleEnd(let generation)):
+      out.u8(4)
+      out.u64(generation)
+    case .call(.ring(let callId)):
+      out.u8(5)
+      out.string(callId)
+    case .call(.purge(let callId)):
+      out.u8(6)
+      out.string(callId)
+    }
+  }
+}
