@@ -1,16 +1,23 @@
 public import RelayCore
 
-// The cluster log's entries (docs/cluster.md): every input of the replicated core,
-// as compact binary, one Redis Stream entry each. Every node applies every entry in
-// stream order, so every replica of the core sees the same inputs at the same
-// instants and produces the same state, the same `seq` and the same ids.
+// The cluster log's records (docs/cluster.md, protocol/PROTOCOL.md §13.1): every input
+// of the replicated core, as compact binary. One Redis Stream entry is one record: the
+// inputs one node logged in one loop turn (field `e`), its position in the log (`n`,
+// 1, 2, 3, … counted by Redis inside the append script) and Redis's clock at the
+// append (`t`, Unix ms from `TIME`). Every node applies every record in stream order,
+// so every replica of the core sees the same inputs at the same instants.
+//
+// Records are read back from Redis, where anything with write access could have put
+// anything: decoding is bounds-checked, every length is checked against what is left
+// before anything is allocated, and a record that does not decode is rejected, the
+// same way on every replica (Replica.swift).
 
 /// An action on shared state requested over HTTP (contract §6, §9 call actions),
-/// answered by the node that logged it once the entry is applied.
+/// answered by the node that logged it once the record is applied.
 public enum AdminAction: Equatable, Sendable {
   case createSession
   case removeParticipant(session: String, uid: String)
-  /// `token`: the caller's bearer JWT, verified by every replica at the entry's
+  /// `token`: the caller's bearer JWT, verified by every replica at the record's
   /// instant.
   case call(CallAction, callId: String, token: String)
   /// Reads (`GET /v1/sessions/{id}`, `GET /v1/calls/{id}`) go through the log too,
@@ -19,105 +26,120 @@ public enum AdminAction: Equatable, Sendable {
   case callInfo(callId: String, token: String)
 }
 
+/// What a node must share with every other node of a generation to replay the same
+/// log into the same state: the record format, the core's rules, and a digest of the
+/// flags that change outcomes (timings, limits, the secret's fingerprint).
+public struct ClusterRules: Equatable, Sendable {
+  public var format: UInt8
+  public var rules: UInt32
+  /// SHA-256 of the canonical list of shared flags (`ServerConfig.sharedFlagsDigest`).
+  public var configDigest: [UInt8]
+
+  public init(format: UInt8 = LogBatch.formatVersion, rules: UInt32, configDigest: [UInt8]) {
+    self.format = format
+    self.rules = rules
+    self.configDigest = configDigest
+  }
+}
+
+/// A node's request to join a generation. The number is assigned by the replicated
+/// state when the join is applied (never by a Redis counter that could be evicted),
+/// so numbers are never reused within a generation; the node recognises its own join
+/// by `nonce`.
+public struct JoinRequest: Equatable, Sendable {
+  public var name: String
+  public var nonce: UInt64
+  public var rules: ClusterRules
+
+  public init(name: String, nonce: UInt64, rules: ClusterRules) {
+    self.name = name
+    self.nonce = nonce
+    self.rules = rules
+  }
+}
+
 /// One input of the replicated core.
 public enum LogInput: Equatable, Sendable {
   /// A node joins the cluster (or rejoins under a new number after being declared
-  /// dead); `name` is its `--node-id`.
-  case join(name: String)
+  /// dead). Logged with node 0: the number comes from applying it.
+  case join(JoinRequest)
   /// A node leaves cleanly at the end of a drain.
   case leave
-  /// A node's liveness beat; any entry of a node also counts as one.
+  /// A node's liveness beat; any record of a node also counts as one.
   case beat
-  /// Fires the core's due deadlines (any entry does, this one carries nothing else).
+  /// Fires the core's due deadlines (any record does, this one carries nothing else).
   case tick
   case open(connection: UInt64)
   case text(connection: UInt64, [UInt8])
   case closed(connection: UInt64, clean: Bool)
   case admin(request: UInt64, AdminAction)
+  /// A replica's digest of its state at log position `position` (a snapshot point);
+  /// `stored`: logged by the node that stored that snapshot in Redis — the reference
+  /// every replica compares its own digest with.
+  case digest(position: UInt64, digest: [UInt8], stored: Bool)
+  /// A node of a newer rules version asks this generation to hand its state over
+  /// (docs/cluster.md, "Rolling upgrades"). Logged with node 0.
+  case upgrade(rules: UInt32)
 }
 
-/// An entry: who logged it, when (its node's wall clock, Unix ms) and what.
-public struct LogEntry: Equatable, Sendable {
-  public var node: UInt32
-  public var wallMs: Int64
-  public var input: LogInput
+/// The inputs one node logged in one loop turn (field `e` of a stream entry).
+public struct LogBatch: Equatable, Sendable {
+  /// Bumped whenever the byte layout changes; a record of another version is rejected.
+  public static let formatVersion: UInt8 = 2
 
-  public init(node: UInt32, wallMs: Int64, input: LogInput) {
+  public var node: UInt32
+  public var inputs: [LogInput]
+
+  public init(node: UInt32, inputs: [LogInput]) {
     self.node = node
-    self.wallMs = wallMs
-    self.input = input
+    self.inputs = inputs
   }
 }
 
-extension LogEntry {
-  /// Layout: kind (1 byte), node (4), wallMs (8), then the kind's fields; integers
-  /// little-endian, strings and byte strings prefixed by a 4-byte length.
+/// Bounds on decoded values: the shell's own limits, so a record can carry nothing a
+/// socket could not have delivered.
+public struct LogLimits: Sendable {
+  /// Largest `text` input (`--max-message-bytes`).
+  public var maxTextBytes: Int
+  /// Node names (`--node-id`).
+  public var maxNameBytes = 256
+  /// Session ids, uids, call ids and bearer tokens of admin actions.
+  public var maxFieldBytes = 8_192
+  /// Inputs in one record.
+  public var maxInputs = 1 << 20
+
+  public init(maxTextBytes: Int) { self.maxTextBytes = maxTextBytes }
+}
+
+extension LogBatch {
+  /// Layout: version (1 byte), node (4), then each input behind a 4-byte length; an
+  /// input is its kind (1 byte) then its fields. Integers little-endian, strings and
+  /// byte strings behind a 4-byte length.
   public func encoded() -> [UInt8] {
     var w = ByteWriter()
-    switch input {
-    case .join(let name): w.header(1, self); w.string(name)
-    case .leave: w.header(2, self)
-    case .beat: w.header(3, self)
-    case .tick: w.header(4, self)
-    case .open(let c): w.header(5, self); w.u64(c)
-    case .text(let c, let bytes): w.header(6, self); w.u64(c); w.bytes(bytes)
-    case .closed(let c, let clean): w.header(7, self); w.u64(c); w.out.append(clean ? 1 : 0)
-    case .admin(let request, let action):
-      w.header(8, self)
-      w.u64(request)
-      switch action {
-      case .createSession: w.out.append(0)
-      case .removeParticipant(let session, let uid): w.out.append(1); w.string(session); w.string(uid)
-      case .sessionInfo(let session): w.out.append(3); w.string(session)
-      case .callInfo(let callId, let token): w.out.append(4); w.string(callId); w.string(token)
-      case .call(let a, let callId, let token):
-        w.out.append(2)
-        w.out.append(a.code)
-        w.string(callId)
-        w.string(token)
-      }
+    w.u8(Self.formatVersion)
+    w.u32(node)
+    for input in inputs {
+      var one = ByteWriter()
+      one.input(input)
+      w.bytes(one.out)
     }
     return w.out
   }
 
-  /// Nil for bytes that are not an entry of this version (a foreign or corrupt log
-  /// entry is skipped by every replica alike).
-  public init?(decoding bytes: [UInt8]) {
+  /// Nil for bytes that are not a batch of this version within `limits`.
+  public init?(decoding bytes: [UInt8], limits: LogLimits) {
     var r = ByteReader(bytes: bytes)
-    guard let kind = r.u8(), let node = r.u32(), let wall = r.u64() else { return nil }
-    let input: LogInput
-    switch kind {
-    case 1: guard let name = r.string() else { return nil }; input = .join(name: name)
-    case 2: input = .leave
-    case 3: input = .beat
-    case 4: input = .tick
-    case 5: guard let c = r.u64() else { return nil }; input = .open(connection: c)
-    case 6: guard let c = r.u64(), let b = r.bytes() else { return nil }; input = .text(connection: c, b)
-    case 7: guard let c = r.u64(), let clean = r.u8() else { return nil }; input = .closed(connection: c, clean: clean == 1)
-    case 8:
-      guard let request = r.u64(), let sub = r.u8() else { return nil }
-      switch sub {
-      case 0: input = .admin(request: request, .createSession)
-      case 1:
-        guard let s = r.string(), let u = r.string() else { return nil }
-        input = .admin(request: request, .removeParticipant(session: s, uid: u))
-      case 2:
-        guard let code = r.u8(), let a = CallAction(code: code), let id = r.string(), let t = r.string() else {
-          return nil
-        }
-        input = .admin(request: request, .call(a, callId: id, token: t))
-      case 3:
-        guard let session = r.string() else { return nil }
-        input = .admin(request: request, .sessionInfo(session: session))
-      case 4:
-        guard let id = r.string(), let t = r.string() else { return nil }
-        input = .admin(request: request, .callInfo(callId: id, token: t))
-      default: return nil
-      }
-    default: return nil
+    guard r.u8() == Self.formatVersion, let node = r.u32() else { return nil }
+    var inputs: [LogInput] = []
+    while !r.atEnd {
+      guard inputs.count < limits.maxInputs, let part = r.bytes(max: Int(UInt32.max)) else { return nil }
+      var one = ByteReader(bytes: part)
+      guard let input = one.input(limits), one.atEnd else { return nil }
+      inputs.append(input)
     }
-    guard r.atEnd else { return nil }
-    self.init(node: node, wallMs: Int64(bitPattern: wall), input: input)
+    guard !inputs.isEmpty else { return nil }
+    self.init(node: node, inputs: inputs)
   }
 }
 
@@ -142,42 +164,98 @@ extension CallAction {
   }
 }
 
-extension LogEntry {
-  /// One stream entry holds the inputs a node logged in one loop turn, in order:
-  /// each entry's bytes behind a 4-byte little-endian length.
-  public static func encodeBatch(_ entries: [LogEntry]) -> [UInt8] {
-    var w = ByteWriter()
-    for e in entries { w.bytes(e.encoded()) }
-    return w.out
+extension ByteWriter {
+  fileprivate mutating func input(_ input: LogInput) {
+    switch input {
+    case .join(let j):
+      u8(1); u64(j.nonce); u8(j.rules.format); u32(j.rules.rules); bytes(j.rules.configDigest); string(j.name)
+    case .leave: u8(2)
+    case .beat: u8(3)
+    case .tick: u8(4)
+    case .open(let c): u8(5); u64(c)
+    case .text(let c, let b): u8(6); u64(c); bytes(b)
+    case .closed(let c, let clean): u8(7); u64(c); u8(clean ? 1 : 0)
+    case .admin(let request, let action): u8(8); u64(request); admin(action)
+    case .digest(let position, let digest, let stored): u8(9); u64(position); bytes(digest); u8(stored ? 1 : 0)
+    case .upgrade(let rules): u8(10); u32(rules)
+    }
   }
 
-  /// Nil unless every part is a valid entry (a corrupt stream entry is skipped
-  /// whole, by every replica alike).
-  public static func decodeBatch(_ bytes: [UInt8]) -> [LogEntry]? {
-    var r = ByteReader(bytes: bytes)
-    var out: [LogEntry] = []
-    while !r.atEnd {
-      guard let part = r.bytes(), let entry = LogEntry(decoding: part) else { return nil }
-      out.append(entry)
+  fileprivate mutating func admin(_ action: AdminAction) {
+    switch action {
+    case .createSession: u8(0)
+    case .removeParticipant(let session, let uid): u8(1); string(session); string(uid)
+    case .call(let a, let callId, let token): u8(2); u8(a.code); string(callId); string(token)
+    case .sessionInfo(let session): u8(3); string(session)
+    case .callInfo(let callId, let token): u8(4); string(callId); string(token)
     }
-    return out.isEmpty ? nil : out
   }
 }
 
-private struct ByteWriter {
-  var out: [UInt8] = []
-  mutating func header(_ kind: UInt8, _ e: LogEntry) {
-    out.append(kind)
-    u32(e.node)
-    u64(UInt64(bitPattern: e.wallMs))
+extension ByteReader {
+  fileprivate mutating func input(_ limits: LogLimits) -> LogInput? {
+    let field = limits.maxFieldBytes
+    switch u8() {
+    case 1:
+      guard let nonce = u64(), let format = u8(), let rules = u32(), let digest = bytes(max: 64),
+        let name = string(max: limits.maxNameBytes)
+      else { return nil }
+      return .join(JoinRequest(name: name, nonce: nonce, rules: ClusterRules(format: format, rules: rules, configDigest: digest)))
+    case 2: return .leave
+    case 3: return .beat
+    case 4: return .tick
+    case 5: return u64().map { .open(connection: $0) }
+    case 6:
+      guard let c = u64(), let b = bytes(max: limits.maxTextBytes) else { return nil }
+      return .text(connection: c, b)
+    case 7:
+      guard let c = u64(), let clean = u8(), clean <= 1 else { return nil }
+      return .closed(connection: c, clean: clean == 1)
+    case 8:
+      guard let request = u64(), let action = admin(field) else { return nil }
+      return .admin(request: request, action)
+    case 9:
+      guard let position = u64(), let digest = bytes(max: 64), let stored = u8(), stored <= 1 else { return nil }
+      return .digest(position: position, digest: digest, stored: stored == 1)
+    case 10: return u32().map { .upgrade(rules: $0) }
+    default: return nil
+    }
   }
+
+  fileprivate mutating func admin(_ max: Int) -> AdminAction? {
+    switch u8() {
+    case 0: return .createSession
+    case 1:
+      guard let s = string(max: max), let u = string(max: max) else { return nil }
+      return .removeParticipant(session: s, uid: u)
+    case 2:
+      guard let code = u8(), let a = CallAction(code: code), let id = string(max: max), let t = string(max: max) else {
+        return nil
+      }
+      return .call(a, callId: id, token: t)
+    case 3: return string(max: max).map { .sessionInfo(session: $0) }
+    case 4:
+      guard let id = string(max: max), let t = string(max: max) else { return nil }
+      return .callInfo(callId: id, token: t)
+    default: return nil
+    }
+  }
+}
+
+struct ByteWriter {
+  var out: [UInt8] = []
+  mutating func u8(_ v: UInt8) { out.append(v) }
   mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { out.append(contentsOf: $0) } }
   mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { out.append(contentsOf: $0) } }
-  mutating func bytes(_ b: [UInt8]) { u32(UInt32(b.count)); out.append(contentsOf: b) }
+  mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+  /// Lengths are 4 bytes: callers bound what they write far below 4 GiB.
+  mutating func bytes(_ b: [UInt8]) { u32(UInt32(truncatingIfNeeded: b.count)); out.append(contentsOf: b) }
   mutating func string(_ s: String) { bytes(Array(s.utf8)) }
 }
 
-private struct ByteReader {
+/// Reads untrusted bytes: every read returns nil past the end, and a length is
+/// compared with what is left (and with the caller's bound) before anything is copied.
+struct ByteReader {
   let data: [UInt8]
   var i = 0
   init(bytes: [UInt8]) { data = bytes }
@@ -194,12 +272,19 @@ private struct ByteReader {
     i += n
     return v
   }
-  mutating func u32() -> UInt32? { little(4).map { UInt32($0) } }
+  mutating func u32() -> UInt32? { little(4).map { UInt32(truncatingIfNeeded: $0) } }
   mutating func u64() -> UInt64? { little(8) }
-  mutating func bytes() -> [UInt8]? {
-    guard let n = u32(), data.count - i >= Int(n) else { return nil }
-    defer { i += Int(n) }
-    return Array(data[i..<(i + Int(n))])
+  mutating func i64() -> Int64? { u64().map { Int64(bitPattern: $0) } }
+  mutating func bytes(max: Int) -> [UInt8]? {
+    guard let n32 = u32() else { return nil }
+    let n = Int(n32)
+    guard n <= max, data.count - i >= n else { return nil }
+    defer { i += n }
+    return Array(data[i..<(i + n)])
   }
-  mutating func string() -> String? { bytes().map { String(decoding: $0, as: UTF8.self) } }
+  mutating func string(max: Int) -> String? {
+    guard let b = bytes(max: max) else { return nil }
+    // Strings from the log are compared and stored as the core does: valid UTF-8 only.
+    return String(validating: b, as: UTF8.self)
+  }
 }

@@ -1,28 +1,33 @@
 // One node's replica of the cluster's relay (docs/cluster.md). Every node applies
-// the same log, entry by entry, to its own `RelayCore`; the core is deterministic
+// the same log, record by record, to its own `RelayCore`; the core is deterministic
 // (DESIGN.md), so every replica holds the same sessions, hands, calls, `seq` and
 // resume tokens. A node executes only the effects that concern it: writes to its own
 // sockets (the shell's connection table filters those) and, for webhooks, those of
-// the entries it logged itself, so each webhook is POSTed once by the cluster.
+// the records it logged itself, so each webhook is POSTed once by the cluster.
 //
-// Node liveness is part of the replicated state too: every entry of a node counts as
-// its beat, and a node whose last entry is older than `nodeTimeoutMs` on the log's
-// clock is dead on every replica at the same entry. Its connections then end as
-// lost (§5) on every replica, and any later entry it logs is ignored: a node that
-// was paused or cut off cannot write with its old identity (it rejoins under a new
-// number). A silence of the whole log (Redis unreachable for everyone) is not
-// anyone's death: after a gap, every node gets a fresh `nodeTimeoutMs`.
+// The replica is also the cluster's membership and its clock, as replicated state:
+// - Node numbers are assigned when a `join` is applied, from a counter in this state,
+//   so they are never reused within a generation whatever Redis loses or evicts.
+// - Time is Redis's (`t` of each record), made monotonic along the log by adding only
+//   forward steps: no node's wall clock moves a timer, and one record stamped far in
+//   the future moves the clock once, not for good.
+// - Every record of a node counts as its beat; a node whose last record is older than
+//   `nodeTimeoutMs` on the log's clock is dead at the same record on every replica.
+//   A silence of the whole log (Redis unreachable for everyone) is nobody's death.
+// - Records are untrusted input: one that is malformed, out of range, out of place,
+//   or from a node that is not live is rejected, the same way on every replica, and
+//   never traps (protocol/PROTOCOL.md §13.1).
 public import RelayCore
 import RelayProtocol
 import RelayWebSocket
 
 /// Ids for the replicated core: the same on every replica, unguessable outside the
 /// cluster. Draw n is `HMAC-SHA256(seed, n)`, URL-safe base64; the seed is the log
-/// generation's secret, shared through Redis.
+/// generation's secret, shared through Redis. `counter` is part of the snapshot.
 public final class LogIdentifiers: IdentifierSource {
   private let seed: [UInt8]
   private let hmac: ([UInt8], [UInt8]) -> [UInt8]
-  private var counter: UInt64 = 0
+  public internal(set) var counter: UInt64 = 0
 
   public init(seed: [UInt8], hmac: @escaping (_ key: [UInt8], _ message: [UInt8]) -> [UInt8]) {
     self.seed = seed
@@ -33,28 +38,46 @@ public final class LogIdentifiers: IdentifierSource {
     var out: [UInt8] = []
     var block: UInt32 = 0
     while out.count < byteCount {
-      counter += 1
+      counter &+= 1
       var message: [UInt8] = []
       withUnsafeBytes(of: counter.littleEndian) { message.append(contentsOf: $0) }
       withUnsafeBytes(of: block.littleEndian) { message.append(contentsOf: $0) }
       out.append(contentsOf: hmac(seed, message))
-      block += 1
+      block &+= 1
     }
     return Base64URL.encode(Array(out.prefix(byteCount)))
   }
 }
 
-/// What applying one entry produced.
+/// What applying one record produced.
 public struct Applied {
   /// The core's effects, in order.
   public var effects: [Effect] = []
-  /// The entry was logged by this replica's own node: its webhooks are ours to POST
-  /// and its admin result ours to answer.
+  /// The record was logged by this replica's own node: its webhooks are ours to POST
+  /// and its admin results ours to answer.
   public var ours = false
-  /// The answer to an HTTP admin action logged by this node.
-  public var admin: (request: UInt64, result: AdminResult)?
-  /// Nodes found dead at this entry, in number order.
+  /// Answers to HTTP admin actions of this record.
+  public var admin: [(request: UInt64, result: AdminResult)] = []
+  /// Nodes found dead at this record, in number order.
   public var deaths: [UInt32] = []
+  /// Joins applied: the joining node recognises its number by its nonce.
+  public var joined: [(nonce: UInt64, number: UInt32)] = []
+  /// Joins refused (another format, rules or shared flags), with the reason.
+  public var refusedJoins: [(nonce: UInt64, reason: String)] = []
+  /// Why the record was rejected (nil: accepted).
+  public var rejected: String?
+  /// The log lost records this replica needs (two records in a row continue past a
+  /// hole): the replica cannot go on and must be rebuilt from a snapshot.
+  public var lostRecords = false
+  /// Every replica snapshots its state now, at this log position (and logs a digest).
+  public var snapshotDue: UInt64?
+  /// A stored snapshot's digest disagrees with this replica's own at that position.
+  public var diverged: UInt64?
+  /// The generation was handed over to one of this rules version: every node of it
+  /// closes its clients; `handoffBy` (the ticker before the seal) stores the state.
+  public var upgrade: (rules: UInt32, handoffBy: UInt32?)?
+
+  public init() {}
 }
 
 /// The outcome of an `AdminAction`, for the HTTP answer.
@@ -66,44 +89,79 @@ public enum AdminResult: Equatable {
   case sessionInfo([UInt8]?)
   /// `GET /v1/calls/{id}` body; nil → 404.
   case callInfo([UInt8]?)
-  /// The bearer token was not valid at the entry's instant.
+  /// The bearer token was not valid at the record's instant.
   case unauthorized
 }
 
 /// A node as every replica sees it.
-public struct NodeRecord: Equatable {
+public struct NodeRecord: Equatable, Sendable {
   public var name: String
   public var lastSeenMs: Int64
 }
 
+/// Settings every node of a generation shares (they are in the shared-flags digest).
+public struct ReplicaConfig: Sendable {
+  public var nodeTimeoutMs: Int64
+  /// A snapshot is due after this many records, or `snapshotBytes` of records.
+  public var snapshotRecords: UInt64 = 5_000
+  public var snapshotBytes: UInt64 = 32 << 20
+  public var limits: LogLimits
+
+  public init(nodeTimeoutMs: Int64, limits: LogLimits) {
+    self.nodeTimeoutMs = nodeTimeoutMs
+    self.limits = limits
+  }
+}
+
 public final class Replica {
   public let core: RelayCore
-  /// This replica's own node number (0 before it has joined).
-  public var localNode: UInt32
-  public let nodeTimeoutMs: Int64
-  /// Live nodes by number.
-  public private(set) var nodes: [UInt32: NodeRecord] = [:]
-  /// Nodes declared dead or gone; their later entries are ignored.
-  public private(set) var retired: Set<UInt32> = []
-  /// The log's clock: the largest entry time seen (entries of different nodes may
-  /// be a few ms out of order; the core's time never goes back).
-  public private(set) var clockMs: Int64 = 0
-  /// Open connections per node, to end them when their node dies.
-  private var connectionsByNode: [UInt32: Set<UInt64>] = [:]
+  public let ids: LogIdentifiers
+  public let config: ReplicaConfig
+  /// This replica's own node number (0 before it has joined). Local, not replicated.
+  public var localNode: UInt32 = 0
+  /// This replica's digests of its own snapshots, by position (local, the last few).
+  var localDigests: [(position: UInt64, digest: [UInt8])] = []
 
-  public init(core: RelayCore, localNode: UInt32, nodeTimeoutMs: Int64) {
+  // Replicated state (in every snapshot).
+  /// Position of the last record applied (the append script counts from 1).
+  public internal(set) var position: UInt64 = 0
+  /// The log's clock, monotonic; `lastRawMs` is the last record's own `t`.
+  public internal(set) var clockMs: Int64 = 0
+  var lastRawMs: Int64 = 0
+  /// Live nodes by number; numbers below `nextNumber` not in it are gone for good.
+  public internal(set) var nodes: [UInt32: NodeRecord] = [:]
+  var nextNumber: UInt32 = 1
+  /// What every node of the generation shares; set by the first join.
+  public internal(set) var rules: ClusterRules?
+  /// Open connections per node, to end them when their node dies.
+  var connectionsByNode: [UInt32: Set<UInt64>] = [:]
+  var recordsSinceSnapshot: UInt64 = 0
+  var bytesSinceSnapshot: UInt64 = 0
+  /// A record that continued past a hole in positions; a second one right after it
+  /// proves the hole is real (a single crafted record cannot).
+  var pendingGap: UInt64?
+  /// The generation was handed over (rolling upgrade): it accepts nothing more.
+  public internal(set) var sealed = false
+
+  /// Node numbers fit the top 24 bits of a connection id.
+  static let maxNodeNumber: UInt32 = (1 << 24) - 1
+  /// Record times beyond this (year 6429) are refused: no sum of a time and a
+  /// duration of the config can then overflow.
+  static let maxTimeMs: Int64 = 1 << 47
+
+  public init(core: RelayCore, ids: LogIdentifiers, config: ReplicaConfig) {
     self.core = core
-    self.localNode = localNode
-    self.nodeTimeoutMs = nodeTimeoutMs
+    self.ids = ids
+    self.config = config
   }
 
-  /// The node whose turn it is to log `tick`s for the core's deadlines: the live node
-  /// with the lowest number. Every replica agrees on it.
+  /// The node whose turn it is to log `tick`s for the core's deadlines and to store
+  /// snapshots: the live node with the lowest number. Every replica agrees on it.
   public var ticker: UInt32? { nodes.keys.min() }
 
-  /// When the next death may be declared, if no entry comes from that node first.
+  /// When the next death may be declared, if no record comes from that node first.
   public var nextDeathCheckMs: Int64? {
-    nodes.values.map { $0.lastSeenMs + nodeTimeoutMs + 1 }.min()
+    nodes.values.map { $0.lastSeenMs + config.nodeTimeoutMs + 1 }.min()
   }
 
   /// Connection ids of a node, as the shell numbers them: node in the top 24 bits.
@@ -113,62 +171,161 @@ public final class Replica {
 
   public static func node(of c: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: c >> 40) }
 
-  /// Applies one entry of the log.
-  public func apply(_ entry: LogEntry) -> Applied {
+  /// Applies one record of the log.
+  public func apply(_ raw: RawRecord) -> Applied {
     var applied = Applied()
-    let gap = entry.wallMs - clockMs
-    clockMs = max(clockMs, entry.wallMs)
-    let at = Instant(monoMs: clockMs, wallMs: clockMs)
-    if gap > nodeTimeoutMs / 2, clockMs > 0 {
-      // The log itself was silent: nobody could write, so nobody's silence counts.
-      for n in nodes.keys { nodes[n]?.lastSeenMs = clockMs }
-    }
-    applied.deaths = declareDeaths(at: at)
-    core.tick(at: at)
-    if retired.contains(entry.node) {
-      applied.effects = core.takeEffects()
-      return applied
-    }
-    applied.ours = entry.node == localNode
-    if case .join(let name) = entry.input {
-      nodes[entry.node] = NodeRecord(name: name, lastSeenMs: clockMs)
-    } else if nodes[entry.node] == nil {
-      // A node this replica never saw join (its join is older than the log, or
-      // it is a number from before a reset): refuse it, as a dead one.
-      retired.insert(entry.node)
-      applied.effects = core.takeEffects()
-      return applied
-    }
-    nodes[entry.node]?.lastSeenMs = clockMs
-    applied.admin = input(entry, at: at)
-    applied.effects = core.takeEffects()
+    guard takePosition(raw, &applied) else { return applied }
+    accept(raw, &applied)
+    countTowardsSnapshot(raw, &applied)
     return applied
   }
 
-  private func input(_ entry: LogEntry, at: Instant) -> (UInt64, AdminResult)? {
-    switch entry.input {
-    case .join, .beat, .tick:
-      return nil
-    case .leave:
-      retire(entry.node, at: at)
-      return nil
+  /// Takes the record's position if it is the next one. Positions come from the
+  /// append script, so a legitimate record of a dead node still takes its place.
+  private func takePosition(_ raw: RawRecord, _ applied: inout Applied) -> Bool {
+    guard let n = Decimal.parse(raw.position), n > position else {
+      applied.rejected = "no position, or one already applied"
+      return false
+    }
+    guard n == position + 1 else {
+      if let gap = pendingGap, n == gap + 1 {
+        applied.lostRecords = true
+        applied.rejected = "records \(position + 1)...\(gap - 1) are missing from the log"
+      } else {
+        applied.rejected = "position \(n) skips records after \(position)"
+      }
+      pendingGap = n
+      return false
+    }
+    pendingGap = nil
+    position = n
+    return true
+  }
+
+  private func accept(_ raw: RawRecord, _ applied: inout Applied) {
+    guard let t = Decimal.parse(raw.timeMs).flatMap({ Int64(exactly: $0) }), t > 0, t < Self.maxTimeMs else {
+      applied.rejected = "time missing or out of range"
+      return
+    }
+    guard let bytes = raw.batch, let batch = LogBatch(decoding: bytes, limits: config.limits) else {
+      applied.rejected = "malformed batch"
+      return
+    }
+    if let reason = refusal(of: batch) {
+      applied.rejected = reason
+      return
+    }
+    let at = advanceClock(to: t)
+    applied.deaths = declareDeaths(at: at)
+    core.tick(at: at)
+    guard batch.node == 0 || nodes[batch.node] != nil else {
+      // Found dead at this very record: what it logged after its silence is fenced.
+      applied.rejected = "node \(batch.node) is not live"
+      applied.effects = core.takeEffects()
+      return
+    }
+    applied.ours = localNode != 0 && batch.node == localNode
+    if batch.node != 0 { nodes[batch.node]?.lastSeenMs = clockMs }
+    for input in batch.inputs {
+      self.input(input, node: batch.node, at: at, &applied)
+      if sealed { break }
+    }
+    applied.effects = core.takeEffects()
+  }
+
+  /// Why a well-formed batch is not applied, if it is not.
+  private func refusal(of batch: LogBatch) -> String? {
+    if sealed { return "the generation was handed over" }
+    if batch.node == 0 {
+      let control = batch.inputs.allSatisfy {
+        switch $0 {
+        case .join, .upgrade: return true
+        default: return false
+        }
+      }
+      return control ? nil : "node 0 may only join or hand over"
+    }
+    return nodes[batch.node] == nil ? "node \(batch.node) is not live" : nil
+  }
+
+  private func countTowardsSnapshot(_ raw: RawRecord, _ applied: inout Applied) {
+    recordsSinceSnapshot += 1
+    bytesSinceSnapshot &+= UInt64(raw.batch?.count ?? 0)
+    if applied.upgrade != nil || recordsSinceSnapshot >= config.snapshotRecords
+      || bytesSinceSnapshot >= config.snapshotBytes
+    {
+      applied.snapshotDue = position
+      recordsSinceSnapshot = 0
+      bytesSinceSnapshot = 0
+    }
+  }
+
+  /// Only forward steps of Redis's clock move the log's clock. A step longer than half
+  /// the node timeout means nobody could write: nobody's silence counts.
+  private func advanceClock(to t: Int64) -> Instant {
+    if lastRawMs == 0 {
+      clockMs = t
+    } else if t > lastRawMs {
+      let step = t - lastRawMs
+      clockMs += step
+      if step > config.nodeTimeoutMs / 2 {
+        for n in nodes.keys { nodes[n]?.lastSeenMs = clockMs }
+      }
+    }
+    lastRawMs = t
+    return Instant(monoMs: clockMs, wallMs: clockMs)
+  }
+
+  private func input(_ input: LogInput, node: UInt32, at: Instant, _ applied: inout Applied) {
+    switch input {
+    case .join(let request): join(request, at: at, &applied)
+    case .beat, .tick: break
+    case .leave: retire(node, at: at)
     case .open(let c):
       // A repeated `open` (an append retried after a lost reply) is ignored.
-      guard Self.node(of: c) == entry.node, connectionsByNode[entry.node, default: []].insert(c).inserted else {
-        return nil
-      }
+      guard Self.node(of: c) == node, connectionsByNode[node, default: []].insert(c).inserted else { return }
       core.open(ConnectionID(c), at: at)
     case .text(let c, let bytes):
-      guard Self.node(of: c) == entry.node else { return nil }
+      guard Self.node(of: c) == node else { return }
       core.receive(ConnectionID(c), text: bytes, at: at)
     case .closed(let c, let clean):
-      guard Self.node(of: c) == entry.node else { return nil }
-      connectionsByNode[entry.node]?.remove(c)
+      guard Self.node(of: c) == node, connectionsByNode[node]?.remove(c) != nil else { return }
       core.closed(ConnectionID(c), clean: clean, at: at)
     case .admin(let request, let action):
-      return (request, Self.run(action, on: core, at: at))
+      applied.admin.append((request, Self.run(action, on: core, at: at)))
+    case .digest(let p, let digest, let stored):
+      guard stored, let mine = localDigests.last(where: { $0.position == p }), mine.digest != digest else { return }
+      applied.diverged = p
+    case .upgrade(let rules):
+      guard let current = self.rules, rules > current.rules else { return }
+      applied.upgrade = (rules, ticker)
+      for n in nodes.keys.sorted() { retire(n, at: at) }
+      sealed = true
     }
-    return nil
+  }
+
+  private func join(_ request: JoinRequest, at: Instant, _ applied: inout Applied) {
+    if let rules, rules != request.rules {
+      let reason: String
+      if rules.format != request.rules.format {
+        reason = "log format \(request.rules.format) differs from the generation's \(rules.format)"
+      } else if rules.configDigest != request.rules.configDigest {
+        reason = "shared flags differ from the generation's (--grace, --ring-timeout, limits, secret …)"
+      } else {
+        reason = "rules version \(request.rules.rules) differs from the generation's \(rules.rules)"
+      }
+      applied.refusedJoins.append((request.nonce, reason))
+      return
+    }
+    guard nextNumber <= Self.maxNodeNumber, !request.name.isEmpty else {
+      applied.refusedJoins.append((request.nonce, "no node number left, or an empty name"))
+      return
+    }
+    rules = request.rules
+    let number = nextNumber
+    nextNumber += 1
+    nodes[number] = NodeRecord(name: request.name, lastSeenMs: at.monoMs)
+    applied.joined.append((request.nonce, number))
   }
 
   /// Runs an admin action on a core: standalone directly, clustered inside `apply`.
@@ -190,7 +347,7 @@ public final class Replica {
   }
 
   private func declareDeaths(at: Instant) -> [UInt32] {
-    let dead = nodes.filter { at.monoMs - $0.value.lastSeenMs > nodeTimeoutMs }.keys.sorted()
+    let dead = nodes.filter { at.monoMs - $0.value.lastSeenMs > config.nodeTimeoutMs }.keys.sorted()
     for n in dead { retire(n, at: at) }
     return dead
   }
@@ -199,9 +356,15 @@ public final class Replica {
   /// lost connection), in id order so every replica emits the same events.
   private func retire(_ n: UInt32, at: Instant) {
     nodes[n] = nil
-    retired.insert(n)
     for c in (connectionsByNode.removeValue(forKey: n) ?? []).sorted() {
       core.closed(ConnectionID(c), clean: false, at: at)
     }
+  }
+
+  /// Records this replica's own digest of its snapshot at `position`, to compare with
+  /// the stored one when its `digest` record is applied.
+  public func noteLocalDigest(_ digest: [UInt8], at position: UInt64) {
+    localDigests.append((position, digest))
+    if localDigests.count > 4 { localDigests.removeFirst() }
   }
 }

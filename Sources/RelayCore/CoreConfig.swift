@@ -1,6 +1,13 @@
 // Every limit of the contract as a named setting with its default (PROTOCOL.md; the
 // shell maps command-line flags onto these). All durations in milliseconds.
 
+extension RelayCore {
+  /// The version of the core's rules: bumped whenever the same inputs can give other
+  /// outputs than the previous release gave. Cluster nodes of one generation must
+  /// agree on it (docs/cluster.md, "Versions"; a newer one takes a generation over).
+  public static let rulesVersion: UInt32 = 1
+}
+
 /// Limits and timings the core enforces.
 public struct CoreConfig: Sendable {
   /// §3: no secret → accept only `hello.dev`, any session.

@@ -6,80 +6,87 @@ import RelayCrypto
 import RelayProtocol
 import RelayWebSocket
 
-/// Cluster mode (contract §12; design and failure cases in docs/cluster.md): this
-/// node's side of the shared log. It logs the inputs of this node's sockets, reads
-/// every node's entries back in log order and hands them to the server's replica,
-/// beats, logs `tick`s when it is the ticker, and reconnects to Redis with backoff.
+/// Cluster mode (contract §13.1; design and failure cases in docs/cluster.md): this
+/// node's side of the shared log, a thin driver over Redis. It loads the newest
+/// snapshot and reads the log's tail into the server's replica, joins once caught up,
+/// logs the inputs of this node's sockets, beats, logs `tick`s when it is the ticker,
+/// stores snapshots when it is the ticker, and reconnects to Redis with backoff.
+/// Every rule about what a record means lives in the replica (RelayCluster).
 ///
-/// Keys, all with the `{relay}` hash tag so they stay in one slot of a Redis Cluster:
-/// - `relay:{relay}:generation`: the log generation's secret (hex). It names the log
-///   and seeds the replicated core's ids; a Redis that lost it (restarted empty,
-///   flushed) starts a new generation, and every node then resets.
-/// - `relay:{relay}:nodes:GEN`: the counter that numbers nodes in a generation.
-/// - `relay:{relay}:log:GEN`: the log, a Stream of entries (field `e`).
+/// Keys, all with the `{relay}` hash tag so they stay in one slot of a Redis Cluster
+/// (GEN is the generation's secret, hex):
+/// - `relay:{relay}:generation`: the current generation.
+/// - `relay:{relay}:meta:GEN`: `format rules configDigest` every node must share.
+/// - `relay:{relay}:seq:GEN`: the position counter of the append script.
+/// - `relay:{relay}:log:GEN`: the log, a Stream of records (fields `e`, `n`, `t`).
+/// - `relay:{relay}:snapshot:GEN`: the newest snapshot (hash: pos, id, digest, bytes).
 final class ClusterNode {
   enum State: Equatable {
     case down
     case connecting
-    /// Registered; reading the log up to this node's own `join`.
+    /// Reading the log up to its end (then joining), or waiting for its own join.
     case catchingUp
     case ready
     case stopped
   }
 
   unowned let server: RelayServer
-  let address: RedisAddress
-  let name: String
-  let nodeTimeoutMs: Int64
-  private let logger: Logger
-  private var commands: RedisConnection?
-  private var reader: RedisConnection?
-  private(set) var state = State.down
+  let config: ClusterConfig
+  let logger: Logger
+  var commands: RedisConnection?
+  var reader: RedisConnection?
+  var state = State.down
   /// This node's number in the current generation; 0 while it has none.
-  private(set) var number: UInt32 = 0
-  /// This node's `join` under `number` has been read back from the log: until then
-  /// the replicas do not know the number, and a reconnect must join afresh.
-  private var joinSeen = false
-  private var generation: String?
-  private var lastId = "0"
-  private var backoffMs: UInt64 = 100
-  private var housekeeping: EventLoop.Timer?
-  private var reconnectTimer: EventLoop.Timer?
-  private var tickTimer: EventLoop.Timer?
-  private var armedTickMs: Int64?
-  private var lastAppendMs: UInt64 = 0
-  typealias PendingAppend = (entry: LogEntry, failed: (() -> Void)?)
+  var number: UInt32 = 0
+  /// The nonce of the join this node is waiting for, if any.
+  var pendingJoin: UInt64?
+  var generation: String?
+  var lastId = "0"
+  /// The replica's clock was last advanced at this loop time: with the replica's clock,
+  /// the node's estimate of the log's time now (its own wall clock is never used).
+  var appliedAtLoopMs: UInt64 = 0
+  var backoffMs: UInt64 = 100
+  var housekeeping: EventLoop.Timer?
+  var reconnectTimer: EventLoop.Timer?
+  var tickTimer: EventLoop.Timer?
+  var armedTickMs: Int64?
+  var lastAppendMs: UInt64 = 0
+  typealias PendingAppend = (input: LogInput, failed: (() -> Void)?)
   /// Inputs logged during this loop turn, sent together by `flushBatch`.
-  private var batch: [PendingAppend] = []
-  private var flushTimer: EventLoop.Timer?
+  var batch: [PendingAppend] = []
+  var flushTimer: EventLoop.Timer?
   /// `closed` inputs that could not be logged yet: every replica must learn that a
-  /// socket ended, or its participant would stay connected forever.
-  private var unloggedCloses: [LogInput] = []
-  private var onLeft: (() -> Void)?
+  /// socket ended, or its participant would stay connected forever. Retried each beat.
+  var unloggedCloses: [LogInput] = []
+  var onLeft: (() -> Void)?
   /// Runs each time the node becomes ready (joined and caught up).
   var onReady: (() -> Void)?
   /// Running totals for `/metrics`.
-  private(set) var stats = ClusterStats()
-  /// The append script's SHA1 once `SCRIPT LOAD`ed (`EVALSHA` sends 40 bytes, not
-  /// the script); nil until then, or after Redis forgot it (`NOSCRIPT`).
-  private var scriptSHA: [UInt8]?
+  var stats = ClusterStats()
+  /// SHA1s of the scripts once `SCRIPT LOAD`ed; nil until then or after `NOSCRIPT`.
+  var scriptSHAs: [RedisScript: [UInt8]] = [:]
+  /// Appends are failing (OOM, READONLY, timeouts…): not ready until one succeeds.
+  var appendsFailing = false
+  var appendErrorLog = RateLimitedLog(everyMs: 10_000)
+  /// Consecutive rebuilds from a snapshot that met missing records again.
+  var rebuildsWithoutProgress = 0
+  /// Bumped whenever the replica is replaced: replies of reads issued for an older
+  /// one are dropped.
+  var readEpoch: UInt64 = 0
 
   /// Beats are sent this often; a node is dead after `nodeTimeoutMs` without one.
-  var beatMs: UInt64 { UInt64(max(50, min(1_000, nodeTimeoutMs / 4))) }
+  var beatMs: UInt64 { UInt64(max(50, min(1_000, config.nodeTimeoutMs / 4))) }
 
-  init(server: RelayServer, address: RedisAddress, name: String, nodeTimeoutMs: Int64, logger: Logger) {
+  init(server: RelayServer, config: ClusterConfig, logger: Logger) {
     self.server = server
-    self.address = address
-    self.name = name
-    self.nodeTimeoutMs = nodeTimeoutMs
+    self.config = config
     self.logger = logger
   }
 
-  var isReady: Bool { state == .ready }
+  var isReady: Bool { state == .ready && !appendsFailing }
 
-  private var generationKey: [UInt8] { Array("relay:{relay}:generation".utf8) }
-  private func logKey(_ g: String) -> [UInt8] { Array("relay:{relay}:log:\(g)".utf8) }
-  private func nodesKey(_ g: String) -> [UInt8] { Array("relay:{relay}:nodes:\(g)".utf8) }
+  static let generationKey = Array("relay:{relay}:generation".utf8)
+  static func key(_ kind: String, _ g: String) -> [UInt8] { Array("relay:{relay}:\(kind):\(g)".utf8) }
 
   // MARK: Connecting
 
@@ -98,7 +105,7 @@ final class ClusterNode {
     state = .connecting
     // A host name (`redis://redis:6379` in docker-compose) is looked up before each
     // attempt: a blocking call, but only while the bus is down anyway.
-    var address = self.address
+    var address = config.redis
     guard let ip = HostResolver.address(of: address.host) else {
       logger.error("cannot resolve the Redis host", metadata: ["host": "\(address.host)"])
       return lostRedis()
@@ -121,64 +128,110 @@ final class ClusterNode {
         self.reader = reader
         commands.onEnd = { [weak self] in self?.lostRedis() }
         reader.onEnd = { [weak self] in self?.lostRedis() }
-        self.bootstrap()
+        self.checkPolicy()
       }
     }
   }
 
-  /// Reads (or founds) the generation, then joins it or carries on in it.
-  private func bootstrap() {
-    let fresh = Array(Crypto.hex(Crypto.randomBytes(32)).utf8)
-    commands?.send([Array("SET".utf8), generationKey, fresh, Array("NX".utf8)]) { [weak self] _ in
-      self?.commands?.send([Array("GET".utf8), self?.generationKey ?? []]) { [weak self] reply in
-        guard let self, let g = reply?.string, !g.isEmpty else { return self?.dropConnections() ?? () }
-        self.enter(generation: g)
+  /// An evicting Redis may drop the log or the position counter under a live cluster:
+  /// refuse it, unless the operator vouches for it (managed Redis that hides CONFIG).
+  private func checkPolicy() {
+    guard !config.skipPolicyCheck else { return bootstrap() }
+    commands?.send([Array("CONFIG".utf8), Array("GET".utf8), Array("maxmemory-policy".utf8)]) { [weak self] reply in
+      guard let self, let reply else { return }
+      guard case .array(let items?) = reply, items.count == 2, let policy = items[1].string else {
+        return self.server.fatal(
+          "cannot read Redis's maxmemory-policy (CONFIG GET refused): pass --redis-skip-policy-check if this Redis never evicts")
       }
+      guard !policy.hasPrefix("allkeys") else {
+        return self.server.fatal(
+          "Redis maxmemory-policy is \(policy): it may evict the cluster's log; set noeviction (or pass --redis-skip-policy-check)")
+      }
+      self.bootstrap()
     }
+  }
+
+  /// Reads (or founds) the generation, checks that this node may join it, then loads
+  /// its state and reads on.
+  func bootstrapReplacing(_ stale: String) { bootstrap(replacing: stale) }
+
+  private func bootstrap(replacing stale: String? = nil) {
+    let fresh = Crypto.hex(Crypto.randomBytes(32))
+    var keys = [Self.generationKey, Self.key("meta", fresh), Self.key("seq", fresh)]
+    if let stale { keys += ["meta", "seq", "log", "snapshot"].map { Self.key($0, stale) } }
+    let args = [Array(fresh.utf8), Array(ruleLine.utf8), Array((stale ?? "").utf8)]
+    run(.found, keys: keys, args: args) { [weak self] reply in
+      guard let self, let g = reply?.string, !g.isEmpty else { return self?.dropConnections() ?? () }
+      self.checkGeneration(g)
+    }
+  }
+
+  /// `format rules configDigest` of this binary and flags.
+  var ruleLine: String {
+    let r = server.clusterRules
+    return "\(r.format) \(r.rules) \(Crypto.hex(r.configDigest))"
+  }
+
+  private func checkGeneration(_ g: String) {
+    commands?.send([Array("MGET".utf8), Self.key("meta", g), Self.key("seq", g)]) { [weak self] reply in
+      guard let self, case .array(let items?)? = reply, items.count == 2 else { return self?.dropConnections() ?? () }
+      guard let meta = items[0].string, items[1].string != nil else {
+        // The generation's keys are gone (evicted, deleted by hand): it cannot be
+        // trusted any more. Replace it; every node then resets into the new one.
+        self.logger.error("cluster generation keys are missing in Redis: starting a new generation")
+        return self.bootstrap(replacing: g)
+      }
+      if meta != self.ruleLine {
+        if self.olderRules(meta: meta) { return self.requestUpgrade(generation: g) }
+        return self.server.fatal(self.refusal(meta: meta))
+      }
+      self.enter(generation: g)
+    }
+  }
+
+  /// The generation differs from this node only by an older rules version: this node
+  /// can take it over (docs/cluster.md, "Rolling upgrades").
+  private func olderRules(meta: String) -> Bool {
+    let theirs = meta.split(separator: " ")
+    let mine = ruleLine.split(separator: " ")
+    guard theirs.count == 3, theirs[0] == mine[0], theirs[2] == mine[2], let r = UInt32(theirs[1]) else { return false }
+    return r < server.clusterRules.rules
+  }
+
+  /// Why this node may not join a generation with these shared settings.
+  private func refusal(meta: String) -> String {
+    let theirs = meta.split(separator: " ")
+    let mine = ruleLine.split(separator: " ")
+    guard theirs.count == 3 else { return "the cluster's metadata in Redis is unreadable: \(meta)" }
+    if theirs[0] != mine[0] { return "the cluster's log format \(theirs[0]) differs from this binary's \(mine[0])" }
+    if theirs[2] != mine[2] {
+      return "this node's shared flags (--grace, --ring-timeout, limits, --secret, …) differ from the cluster's"
+    }
+    return "the cluster runs rules version \(theirs[1]), this binary has \(mine[1]); see docs/cluster.md, rolling upgrades"
   }
 
   private func enter(generation g: String) {
-    if let old = generation, old != g {
-      logger.warning("cluster state was lost in Redis: resetting this node", metadata: ["node": "\(name)"])
-      server.resetClusterState(seed: Array(g.utf8))
+    backoffMs = 100
+    loadScripts()
+    if let old = generation, old == g, server.replica != nil {
+      // Same generation: carry on from where this replica was.
+      state = .catchingUp
+      readLoop()
+      if number != 0 && pendingJoin == nil { becomeReady(reconnected: true) }
+      return
+    }
+    if generation != nil {
+      logger.warning("cluster state was lost in Redis: resetting this node", metadata: ["node": "\(config.nodeId)"])
       stats.resets += 1
-      number = 0
-      lastId = "0"
-      unloggedCloses = []
-    } else if generation == nil {
-      server.resetClusterState(seed: Array(g.utf8))
     }
     generation = g
-    backoffMs = 100
-    loadScript()
-    readLoop()
-    if number == 0 || !joinSeen {
-      join()
-    } else {
-      state = .ready
-      let retry = unloggedCloses
-      unloggedCloses = []
-      for input in retry { append(input) }
-      logger.info("cluster bus reconnected", metadata: ["node": "\(name)", "number": "\(number)"])
-    }
+    number = 0
+    pendingJoin = nil
+    unloggedCloses = []
+    loadSnapshot()
   }
 
-  /// Takes a new node number and logs `join`; ready once the join is read back.
-  private func join() {
-    guard let g = generation else { return }
-    state = .catchingUp
-    joinSeen = false
-    commands?.send([Array("INCR".utf8), nodesKey(g)]) { [weak self] reply in
-      guard let self else { return }
-      guard case .integer(let n)? = reply, n > 0, n < 1 << 24 else { return self.dropConnections() }
-      self.number = UInt32(n)
-      self.server.replica?.localNode = self.number
-      self.append(.join(name: self.name))
-      self.logger.info("cluster node joined", metadata: ["node": "\(self.name)", "number": "\(n)"])
-    }
-  }
-
-  private func lostRedis() {
+  func lostRedis() {
     guard state != .down, state != .stopped else { return }
     let wasUp = state == .ready || state == .catchingUp
     state = .down
@@ -188,7 +241,7 @@ final class ClusterNode {
     reader = nil
     tickTimer?.stop()
     armedTickMs = nil
-    if wasUp { logger.error("cluster bus lost: Redis unreachable", metadata: ["node": "\(name)"]) }
+    if wasUp { logger.error("cluster bus lost: Redis unreachable", metadata: ["node": "\(config.nodeId)"]) }
     server.clusterBusLost()
     if let done = onLeft { onLeft = nil; return done() }
     let delay = backoffMs
@@ -196,147 +249,131 @@ final class ClusterNode {
     reconnectTimer?.start(afterMs: delay) { [unowned self] in self.connect() }
   }
 
-  private func dropConnections() {
+  func dropConnections() {
     commands?.close()
     reader?.close()
   }
 
-  // MARK: Logging inputs
-
-  /// Logs one input of this node. `failed` runs if it cannot be logged (no bus, or
-  /// the generation changed under it); the caller answers `unavailable`.
-  func append(_ input: LogInput, failed: (() -> Void)? = nil) {
-    guard state == .ready || state == .catchingUp, number != 0, generation != nil, commands != nil else {
-      if case .closed = input, number != 0 { unloggedCloses.append(input) }
-      failed?()
-      return
-    }
-    lastAppendMs = server.loop.nowMs
-    if batch.isEmpty { flushTimer?.start(afterMs: 0) { [unowned self] in self.flushBatch() } }
-    batch.append((LogEntry(node: number, wallMs: Loop.wallClockMs(), input: input), failed))
-  }
-
-  /// Everything this node logged during a loop turn goes to Redis as one stream
-  /// entry (one append, one generation check), not one per input: the log's
-  /// throughput is then Redis round trips per turn, not per message.
-  private func flushBatch() {
-    let entries = batch
-    batch = []
-    guard !entries.isEmpty else { return }
-    guard let g = generation, commands != nil, entries[0].entry.node == number else {
-      return failBatch(entries)
-    }
-    stats.appends += UInt64(entries.count)
-    send(LogEntry.encodeBatch(entries.map(\.entry)), generation: g, bySHA: true, entries)
-  }
-
-  private func send(_ value: [UInt8], generation g: String, bySHA: Bool, _ entries: [PendingAppend]) {
-    guard let commands else { return failBatch(entries) }
-    let head = bySHA ? scriptSHA.map { [Array("EVALSHA".utf8), $0] } : nil
-    let command = (head ?? [Array("EVAL".utf8), Self.appendScript])
-      + [Array("2".utf8), generationKey, logKey(g), Array(g.utf8), value]
-    commands.send(command) { [weak self] reply in
-      guard let self else { return }
-      switch reply {
-      case .bulk?: return
-      case .error(let message)? where message.hasPrefix("NOSCRIPT") && bySHA:
-        // Redis restarted (or flushed its scripts): send the script itself once more.
-        self.scriptSHA = nil
-        self.send(value, generation: g, bySHA: false, entries)
-        self.loadScript()
-      case .error(let message)? where message.hasPrefix("RESET"):
-        self.failBatch(entries)
-        self.generationLost()
-      default:
-        self.failBatch(entries)
-      }
-    }
-  }
-
-  /// The appends of a batch that did not reach the log: their callers answer
-  /// `unavailable`; socket closes are kept to be logged after a reconnect.
-  private func failBatch(_ entries: [PendingAppend]) {
-    stats.appendFailures += UInt64(entries.count)
-    for (entry, failed) in entries {
-      if case .closed = entry.input, entry.node == number { unloggedCloses.append(entry.input) }
-      failed?()
-    }
-  }
-
-  private func loadScript() {
-    commands?.send([Array("SCRIPT".utf8), Array("LOAD".utf8), Self.appendScript]) { [weak self] reply in
-      if case .bulk(let sha?)? = reply { self?.scriptSHA = sha }
-    }
-  }
-
-  /// Appends only while the log's generation is still the node's: a Redis that lost
-  /// its data (or was flushed) must not receive entries of the old log.
-  private static let appendScript = Array(
-    """
-    if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('RESET generation changed') end
-    return redis.call('XADD', KEYS[2], '*', 'e', ARGV[2])
-    """.utf8)
-
-  private func generationLost() {
-    guard state == .ready || state == .catchingUp else { return }
-    logger.warning("cluster generation changed in Redis", metadata: ["node": "\(name)"])
-    dropConnections()  // reconnect → bootstrap → reset under the new generation
-  }
-
   // MARK: Reading the log
 
-  private func readLoop() {
+  /// Caught up once a read returns fewer records than it asked for.
+  static let readCount = 1_000
+
+  func readLoop() {
     guard let reader, let g = generation else { return }
+    let epoch = readEpoch
     let block: UInt64 = 1_000
     reader.send(
-      [Array("XREAD".utf8), Array("COUNT".utf8), Array("1000".utf8), Array("BLOCK".utf8), Array(String(block).utf8),
-       Array("STREAMS".utf8), logKey(g), Array(lastId.utf8)],
+      [Array("XREAD".utf8), Array("COUNT".utf8), Array(String(Self.readCount).utf8), Array("BLOCK".utf8),
+       Array(String(block).utf8), Array("STREAMS".utf8), Self.key("log", g), Array(lastId.utf8)],
       limitMs: block + 5_000
     ) { [weak self] reply in
-      guard let self, let reply, self.generation == g else { return }
-      if case .array(let streams?) = reply { self.consume(streams) }
-      if self.state == .ready || self.state == .catchingUp { self.readLoop() }
+      guard let self, let reply, self.reading(g, epoch) else { return }
+      var count = 0
+      if case .array(let streams?) = reply { count = self.consume(streams, generation: g, epoch: epoch) }
+      guard self.reading(g, epoch) else { return }
+      if count < Self.readCount { self.caughtUp() }
+      self.armTicker()
+      self.readLoop()
     }
   }
 
-  /// `XREAD` reply: `[[key, [[id, [field, value, …]], …]]]`.
-  private func consume(_ streams: [RESPValue]) {
+  /// Whether reads issued for generation `g` and replica `epoch` still count.
+  private func reading(_ g: String, _ epoch: UInt64) -> Bool {
+    generation == g && readEpoch == epoch && (state == .ready || state == .catchingUp)
+  }
+
+  /// `XREAD` reply: `[[key, [[id, [field, value, …]], …]]]`. Returns the records seen.
+  private func consume(_ streams: [RESPValue], generation g: String, epoch: UInt64) -> Int {
+    var count = 0
     for stream in streams {
       guard case .array(let pair?) = stream, pair.count == 2, case .array(let items?) = pair[1] else { continue }
       for item in items {
         guard case .array(let parts?) = item, parts.count == 2, let id = parts[0].string else { continue }
+        count += 1
         lastId = id
-        guard case .array(let fields?) = parts[1], fields.count >= 2, let bytes = fields[1].bytes,
-          let entries = LogEntry.decodeBatch(bytes)
-        else { continue }
-        for entry in entries {
-          apply(entry)
-          if state == .down || state == .stopped { return }
-        }
+        var fields: [[UInt8]?] = []
+        if case .array(let list?) = parts[1] { fields = list.map(\.bytes) }
+        apply(RawRecord(id: id, fields: fields))
+        if !reading(g, epoch) { return count }
       }
     }
-    armTicker()
+    return count
   }
 
-  private func apply(_ entry: LogEntry) {
+  /// The end of the log is reached: join if this node has no number yet.
+  private func caughtUp() {
+    guard state == .catchingUp, number == 0, pendingJoin == nil else { return }
+    join()
+  }
+
+  /// Logs `join` with a fresh nonce; the number comes back with the applied record.
+  func join() {
+    state = .catchingUp
+    let nonce = UInt64.random(in: 1...UInt64.max)
+    pendingJoin = nonce
+    appendNow(
+      .join(JoinRequest(name: config.nodeId, nonce: nonce, rules: server.clusterRules)), node: 0
+    )
+  }
+
+  private func apply(_ raw: RawRecord) {
+    guard let replica = server.replica else { return }
     stats.applied += 1
-    guard let deaths = server.applyLogEntry(entry) else { return }
-    stats.deaths += UInt64(deaths.count)
-    if number != 0, deaths.contains(number) {
-      logger.error("this node was declared dead by the cluster: rejoining", metadata: ["node": "\(name)"])
-      stats.rejoins += 1
-      number = 0
-      unloggedCloses = []
-      server.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "node rejoining the cluster")
-      join()
-      return
+    let applied = server.applyRecord(raw)
+    appliedAtLoopMs = server.loop.nowMs
+    if let reason = applied.rejected { rejected(raw.id, reason) }
+    if applied.lostRecords { return rebuild(reason: "records missing from the log") }
+    stats.deaths += UInt64(applied.deaths.count)
+    if let upgrade = applied.upgrade { return handedOver(to: upgrade.rules, handoffBy: upgrade.handoffBy, raw: raw) }
+    if number != 0, applied.deaths.contains(number) || replica.nodes[number] == nil && pendingJoin == nil {
+      return declaredDead()
     }
-    if state == .catchingUp, entry.node == number, case .join = entry.input {
-      joinSeen = true
-      state = .ready
-      logger.info("cluster node ready", metadata: ["node": "\(name)", "number": "\(number)"])
+    if let pending = pendingJoin {
+      if let mine = applied.joined.first(where: { $0.nonce == pending }) { return joined(mine.number) }
+      if let refused = applied.refusedJoins.first(where: { $0.nonce == pending }) {
+        return server.fatal("the cluster refused this node: \(refused.reason)")
+      }
+    }
+    if let position = applied.snapshotDue { snapshotDue(at: position, id: raw.id) }
+    if let position = applied.diverged { diverged(at: position) }
+  }
+
+  private func rejected(_ id: String, _ reason: String) {
+    stats.rejected += 1
+    logger.warning("cluster log record rejected", metadata: ["id": "\(id)", "reason": "\(reason)"])
+  }
+
+  private func joined(_ n: UInt32) {
+    number = n
+    pendingJoin = nil
+    server.replica?.localNode = n
+    rebuildsWithoutProgress = 0
+    logger.info("cluster node joined", metadata: ["node": "\(config.nodeId)", "number": "\(n)"])
+    becomeReady(reconnected: false)
+  }
+
+  private func becomeReady(reconnected: Bool) {
+    state = .ready
+    let retry = unloggedCloses
+    unloggedCloses = []
+    for input in retry { append(input) }
+    if reconnected {
+      logger.info("cluster bus reconnected", metadata: ["node": "\(config.nodeId)", "number": "\(number)"])
+    } else {
+      logger.info("cluster node ready", metadata: ["node": "\(config.nodeId)", "number": "\(number)"])
       onReady?()
     }
+  }
+
+  private func declaredDead() {
+    logger.error("this node was declared dead by the cluster: rejoining", metadata: ["node": "\(config.nodeId)"])
+    stats.rejoins += 1
+    number = 0
+    unloggedCloses = []
+    server.replica?.localNode = 0
+    server.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "node rejoining the cluster")
+    join()
   }
 
   // MARK: Time
@@ -344,13 +381,22 @@ final class ClusterNode {
   private func housekeep() {
     commands?.checkOverdue()
     reader?.checkOverdue()
-    guard state == .ready, server.loop.nowMs >= lastAppendMs + beatMs / 2 else { return }
-    append(.beat)
+    guard state == .ready else { return }
+    let retry = unloggedCloses
+    unloggedCloses = []
+    for input in retry { append(input) }
+    if server.loop.nowMs >= lastAppendMs + beatMs / 2 { append(.beat) }
+  }
+
+  /// The log's time now, as this node estimates it: the replica's clock plus the
+  /// loop time since it last moved.
+  var logNowMs: Int64 {
+    (server.replica?.clockMs ?? 0) + Int64(server.loop.nowMs &- appliedAtLoopMs)
   }
 
   /// The ticker (the live node with the lowest number, the same on every replica)
   /// logs a `tick` when the core's next deadline or a node's death is due.
-  private func armTicker() {
+  func armTicker() {
     guard state == .ready, let replica = server.replica, replica.ticker == number else {
       tickTimer?.stop()
       armedTickMs = nil
@@ -360,7 +406,7 @@ final class ClusterNode {
     guard due != armedTickMs else { return }
     armedTickMs = due
     guard let due else { return tickTimer?.stop() ?? () }
-    let delay = max(0, due - Loop.wallClockMs())
+    let delay = max(0, min(due - logNowMs, 3_600_000))
     tickTimer?.start(afterMs: UInt64(delay)) { [unowned self] in
       self.armedTickMs = nil
       self.append(.tick)
@@ -392,10 +438,7 @@ final class ClusterNode {
     commands = nil
     reader = nil
     flushBatch()
-    housekeeping?.close()
-    reconnectTimer?.close()
-    tickTimer?.close()
-    flushTimer?.close()
+    for timer in [housekeeping, reconnectTimer, tickTimer, flushTimer] { timer?.close() }
     flushTimer = nil
     housekeeping = nil
     reconnectTimer = nil
@@ -409,8 +452,31 @@ struct ClusterStats {
   var appends: UInt64 = 0
   var appendFailures: UInt64 = 0
   var applied: UInt64 = 0
+  var rejected: UInt64 = 0
   /// Nodes this replica saw declared dead.
   var deaths: UInt64 = 0
   var rejoins: UInt64 = 0
   var resets: UInt64 = 0
+  var divergences: UInt64 = 0
+  var snapshotsStored: UInt64 = 0
+  var snapshotBytes: UInt64 = 0
+  var snapshotLoads: UInt64 = 0
+}
+
+/// At most one line per `everyMs`, with the count of those it held back.
+struct RateLimitedLog {
+  let everyMs: UInt64
+  var lastMs: UInt64?
+  var held = 0
+
+  /// Whether to log now, and how many were held back since the last line.
+  mutating func admit(nowMs: UInt64) -> (log: Bool, held: Int) {
+    if let last = lastMs, nowMs < last + everyMs {
+      held += 1
+      return (false, held)
+    }
+    lastMs = nowMs
+    defer { held = 0 }
+    return (true, held)
+  }
 }

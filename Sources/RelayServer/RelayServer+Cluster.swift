@@ -9,14 +9,49 @@ import RelayWebSocket
 /// Cluster settings (contract §12): nil `redis` means standalone.
 public struct ClusterConfig: Sendable {
   public var redis: RedisAddress
-  /// `--node-id`: this node's name in logs and in the log's `join` entries.
+  /// `--node-id`: this node's name in logs and in the log's `join` records.
   public var nodeId: String
   /// `--node-timeout`: a node silent this long is dead.
   public var nodeTimeoutMs: Int64 = 5_000
+  /// `--snapshot-records` / `--snapshot-bytes`: a snapshot is due after this many
+  /// records, or this many bytes of records, since the last one; the log keeps at
+  /// most about twice that (docs/cluster.md, "Bounded history").
+  public var snapshotRecords: UInt64 = 5_000
+  public var snapshotBytes: UInt64 = 32 << 20
+  /// `--redis-skip-policy-check`: trust a Redis whose `maxmemory-policy` cannot be
+  /// read (managed services that hide CONFIG) or says it evicts.
+  public var skipPolicyCheck = false
+  /// The rules version this binary announces (`RelayCore.rulesVersion`; tests of
+  /// rolling upgrades set another through `RELAY_TEST_RULES_VERSION`).
+  public var rulesVersion: UInt32 = RelayCore.rulesVersion
 
   public init(redis: RedisAddress, nodeId: String) {
     self.redis = redis
     self.nodeId = nodeId
+  }
+}
+
+extension ServerConfig {
+  /// The flags that change what the replicated core does with the same log, in one
+  /// canonical text: every node of a generation must have the same (docs/cluster.md,
+  /// "Versions"). Secrets enter as their SHA-256 only.
+  func sharedFlags(fingerprint: (String) -> String) -> String {
+    let c = core
+    var lines = [
+      "dev=\(devMode)", "secret=\(secret.map(fingerprint) ?? "")", "admin-key=\(adminKey.map(fingerprint) ?? "")",
+      "webhook=\(webhookURL != nil)", "max-message-bytes=\(maxMessageBytes)", "max-participants=\(c.maxParticipants)",
+      "max-sessions-per-connection=\(c.maxSessionsPerConnection)", "max-bad-messages=\(c.maxBadMessages)",
+      "message-rate=\(c.messageRate)/\(c.messageWindowMs)", "hand-rate=\(c.handRate)/\(c.handWindowMs)",
+      "join-rate=\(c.joinRate)/\(c.joinWindowMs)", "hello-timeout=\(c.helloTimeoutMs)",
+      "heartbeat=\(c.heartbeatIntervalMs)/\(c.heartbeatTimeoutMs)", "grace=\(c.graceMs)/\(c.backgroundGraceMs)",
+      "idle-timeout=\(c.idleTimeoutMs)", "replay=\(c.replayEvents)/\(c.replayAgeMs)/\(c.replayBytes)/\(c.replayBudgetBytes)",
+      "ended-calls=\(c.maxEndedCalls)/\(c.maxEndedCallBytes)", "ring-timeout=\(c.ringTimeoutMs)",
+    ]
+    if let cluster {
+      lines.append("node-timeout=\(cluster.nodeTimeoutMs)")
+      lines.append("snapshot=\(cluster.snapshotRecords)/\(cluster.snapshotBytes)")
+    }
+    return lines.joined(separator: "\n")
   }
 }
 
@@ -110,28 +145,55 @@ extension RelayServer {
 
   // MARK: Applying the log
 
-  /// Applies one log entry to the replica and performs this node's share of its
-  /// effects. Returns the nodes found dead at this entry (nil without a replica).
-  func applyLogEntry(_ entry: LogEntry) -> [UInt32]? {
-    guard let replica else { return nil }
-    let applied = replica.apply(entry)
-    perform(applied.effects, webhooks: applied.ours)
-    if applied.ours, let (request, result) = applied.admin { answerAdmin(request, result) }
-    return applied.deaths
+  /// What this node shares with every node of its generation.
+  var clusterRules: ClusterRules {
+    let digest = Crypto.sha256(Array(config.sharedFlags { Crypto.hex(Crypto.sha256(Array($0.utf8))) }.utf8))
+    return ClusterRules(rules: config.cluster?.rulesVersion ?? RelayCore.rulesVersion, configDigest: digest)
   }
 
-  /// A fresh replica for a new log generation; the generation's secret seeds the
-  /// replicated ids. Every socket of the old state is closed first (1012: reconnect
-  /// and resume; the resume finds no state and the client joins afresh, §8).
-  func resetClusterState(seed: [UInt8]) {
+  /// Applies one record of the log to the replica and performs this node's share of
+  /// its effects.
+  func applyRecord(_ raw: RawRecord) -> Applied {
+    guard let replica else { return Applied() }
+    let applied = replica.apply(raw)
+    perform(applied.effects, webhooks: applied.ours)
+    if applied.ours {
+      for (request, result) in applied.admin { answerAdmin(request, result) }
+    }
+    return applied
+  }
+
+  /// A replica for a generation: empty, or restored from a stored snapshot (nil if
+  /// those bytes are not one). The generation's secret seeds the replicated ids.
+  /// Every socket of the old state is closed first (1012: reconnect and resume; the
+  /// resume finds no state and the client joins afresh, §8).
+  @discardableResult
+  func installReplica(seed: [UInt8], restoring bytes: [UInt8]?) -> Replica? {
     closeAllWebSockets(code: CloseCode.serviceRestart, reason: "cluster state reset")
     failPendingAdmin()
     var coreConfig = config.core
     coreConfig.sessionWebhooks = config.webhookURL != nil
     coreConfig.heartbeatsInShell = true
     let ids = LogIdentifiers(seed: seed) { Crypto.hmacSHA256(key: $0, message: $1) }
-    core = RelayCore(config: coreConfig, ids: ids, verifyToken: verifyToken)
-    replica = Replica(core: core, localNode: cluster?.number ?? 0, nodeTimeoutMs: config.cluster?.nodeTimeoutMs ?? 5_000)
+    var replicaConfig = ReplicaConfig(
+      nodeTimeoutMs: config.cluster?.nodeTimeoutMs ?? 5_000, limits: LogLimits(maxTextBytes: config.maxMessageBytes))
+    replicaConfig.snapshotRecords = max(1, config.cluster?.snapshotRecords ?? 5_000)
+    replicaConfig.snapshotBytes = max(1, config.cluster?.snapshotBytes ?? 32 << 20)
+    let fresh: Replica
+    if let bytes {
+      let verify = verifyToken
+      guard
+        let restored = try? Replica.restore(bytes, ids: ids, config: replicaConfig, makeCore: { b, i throws(BinaryError) in
+          try RelayCore(restoring: b, config: coreConfig, ids: i, verifyToken: verify)
+        })
+      else { return nil }
+      fresh = restored
+    } else {
+      fresh = Replica(core: RelayCore(config: coreConfig, ids: ids, verifyToken: verifyToken), ids: ids, config: replicaConfig)
+    }
+    core = fresh.core
+    replica = fresh
+    return fresh
   }
 
   /// The bus is down: admin requests waiting for the log get 503.
@@ -164,12 +226,12 @@ extension RelayServer {
     }
   }
 
-  private func answerAdmin(_ request: UInt64, _ result: AdminResult) {
+  func answerAdmin(_ request: UInt64, _ result: AdminResult) {
     guard let conn = pendingAdmin.removeValue(forKey: request) else { return }
     respondAdmin(conn, result)
   }
 
-  private func failPendingAdmin() {
+  func failPendingAdmin() {
     let waiting = pendingAdmin.sorted { $0.key < $1.key }
     pendingAdmin = [:]
     for (_, conn) in waiting {
@@ -213,5 +275,11 @@ extension RelayServer {
     metrics.mirrorCounter("relay_cluster_node_deaths_total", s.deaths)
     metrics.mirrorCounter("relay_cluster_rejoins_total", s.rejoins)
     metrics.mirrorCounter("relay_cluster_resets_total", s.resets)
+    metrics.mirrorCounter("relay_cluster_rejected_entries_total", s.rejected)
+    metrics.mirrorCounter("relay_cluster_divergences_total", s.divergences)
+    metrics.mirrorCounter("relay_cluster_snapshots_stored_total", s.snapshotsStored)
+    metrics.mirrorCounter("relay_cluster_snapshot_loads_total", s.snapshotLoads)
+    metrics.mirror("relay_cluster_snapshot_bytes", Int(s.snapshotBytes))
+    metrics.mirror("relay_cluster_log_position", Int(clamping: replica?.position ?? 0))
   }
 }

@@ -68,7 +68,7 @@ public final class RelayServer {
     self.verifyToken = verifyToken
     self.core = RelayCore(config: coreConfig, ids: CryptoIdentifiers(), verifyToken: verifyToken)
     if let c = config.cluster {
-      cluster = ClusterNode(server: self, address: c.redis, name: c.nodeId, nodeTimeoutMs: c.nodeTimeoutMs, logger: logger)
+      cluster = ClusterNode(server: self, config: c, logger: logger)
     }
   }
 
@@ -137,6 +137,24 @@ public final class RelayServer {
   public func run() {
     loop.run()
     loop.close()
+  }
+
+  /// Non-zero when the server stopped for a reason the operator must fix (`fatal`).
+  public private(set) var exitCode: Int32 = 0
+
+  /// A condition this process cannot serve under (a cluster that refuses it, an
+  /// evicting Redis): logged, then the process stops with a non-zero status.
+  func fatal(_ message: String) {
+    logger.critical("\(message)")
+    exitCode = 3
+    finishDrain(force: true)
+  }
+
+  /// A rolling upgrade handed the cluster over to newer nodes: this one drains and
+  /// exits normally (docs/cluster.md, "Rolling upgrades").
+  func superseded() {
+    logger.notice("this node's generation was handed over to newer nodes: exiting")
+    beginDrain()
   }
 
   // MARK: Time

@@ -47,6 +47,12 @@ struct Serve: ParsableCommand {
   @Option(help: "redis://[:PASSWORD@]HOST:PORT[/DB]: run as a node of a cluster sharing this Redis.") var redis: String?
   @Option(name: .customLong("node-id"), help: "This node's name in a cluster (default: random, logged).") var nodeId: String?
   @Option(name: .customLong("node-timeout"), help: "ms of silence after which a cluster node is dead") var nodeTimeout: Int?
+  @Option(name: .customLong("snapshot-records"), help: "cluster: records between snapshots of the shared state")
+  var snapshotRecords: Int?
+  @Option(name: .customLong("snapshot-bytes"), help: "cluster: bytes of records between snapshots of the shared state")
+  var snapshotBytes: Int?
+  @Flag(name: .customLong("redis-skip-policy-check"), help: "cluster: trust Redis's maxmemory-policy without reading it")
+  var redisSkipPolicyCheck = false
   @Option(name: .customLong("log-level"), help: "trace|debug|info|notice|warning|error") var logLevel: String?
 
   func run() throws {
@@ -66,6 +72,17 @@ struct Serve: ParsableCommand {
         guard v > 0 else { throw ValidationError("--node-timeout must be positive") }
         cluster.nodeTimeoutMs = Int64(v)
       }
+      if let v = try snapshotRecords ?? Env.int("snapshot-records") {
+        guard v > 0 else { throw ValidationError("--snapshot-records must be positive") }
+        cluster.snapshotRecords = UInt64(v)
+      }
+      if let v = try snapshotBytes ?? Env.int("snapshot-bytes") {
+        guard v > 0 else { throw ValidationError("--snapshot-bytes must be positive") }
+        cluster.snapshotBytes = UInt64(v)
+      }
+      cluster.skipPolicyCheck = redisSkipPolicyCheck || Env.string("redis-skip-policy-check") == "1"
+      // Rolling-upgrade tests run two "builds" that differ in rules version.
+      if let v = try Env.int("test-rules-version"), let r = UInt32(exactly: v) { cluster.rulesVersion = r }
       config.cluster = cluster
       logger.info("cluster mode", metadata: ["node": "\(cluster.nodeId)", "redis": "\(address.host):\(address.port)"])
     }
@@ -85,6 +102,7 @@ struct Serve: ParsableCommand {
       throw ExitCode(1)
     }
     server.run()
+    if server.exitCode != 0 { throw ExitCode(server.exitCode) }
   }
 
   static func randomNodeId() -> String {

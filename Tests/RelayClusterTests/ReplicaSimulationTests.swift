@@ -24,20 +24,52 @@ private final class SimNode {
 
   init(number: UInt32, seed: [UInt8], config: CoreConfig, timeoutMs: Int64) {
     self.number = number
-    let core = RelayCore(
-      config: config, ids: LogIdentifiers(seed: seed) { Crypto.hmacSHA256(key: $0, message: $1) },
-      verifyToken: { _, _ in nil })
-    replica = Replica(core: core, localNode: number, nodeTimeoutMs: timeoutMs)
+    replica = makeReplica(seed: seed, config: config, timeoutMs: timeoutMs)
+    replica.localNode = number
   }
 
-  func catchUp(_ log: [LogEntry], to end: Int) {
+  func catchUp(_ log: [RawRecord], to end: Int) {
     while cursor < min(end, log.count) {
       let applied = replica.apply(log[cursor])
       fingerprints.append(fingerprint(applied))
+      if applied.snapshotDue != nil { snapshots.append((cursor, replica.snapshot())) }
       cursor += 1
     }
   }
+
+  /// Snapshots taken at the positions the replica named: (log index, bytes).
+  var snapshots: [(index: Int, bytes: [UInt8])] = []
 }
+
+func hmac(_ key: [UInt8], _ message: [UInt8]) -> [UInt8] { Crypto.hmacSHA256(key: key, message: message) }
+
+func replicaConfig(timeoutMs: Int64, snapshotRecords: UInt64 = 50) -> ReplicaConfig {
+  var c = ReplicaConfig(nodeTimeoutMs: timeoutMs, limits: LogLimits(maxTextBytes: 65_536))
+  c.snapshotRecords = snapshotRecords
+  return c
+}
+
+func makeReplica(seed: [UInt8], config: CoreConfig, timeoutMs: Int64) -> Replica {
+  let ids = LogIdentifiers(seed: seed, hmac: hmac)
+  let core = RelayCore(config: config, ids: ids, verifyToken: { _, _ in nil })
+  return Replica(core: core, ids: ids, config: replicaConfig(timeoutMs: timeoutMs))
+}
+
+func restoreReplica(_ bytes: [UInt8], seed: [UInt8], config: CoreConfig, timeoutMs: Int64) throws -> Replica {
+  try Replica.restore(bytes, ids: LogIdentifiers(seed: seed, hmac: hmac), config: replicaConfig(timeoutMs: timeoutMs)) {
+    b, ids throws(BinaryError) in
+    try RelayCore(restoring: b, config: config, ids: ids, verifyToken: { _, _ in nil })
+  }
+}
+
+/// A stream entry as the append script writes it.
+func record(_ position: Int, at timeMs: Int64, node: UInt32, _ inputs: [LogInput]) -> RawRecord {
+  RawRecord(
+    id: "\(timeMs)-\(position)", batch: LogBatch(node: node, inputs: inputs).encoded(),
+    position: Array(String(position).utf8), timeMs: Array(String(timeMs).utf8))
+}
+
+let testRules = ClusterRules(rules: 1, configDigest: [7, 7])
 
 private func fingerprint(_ applied: Applied) -> String {
   var s = "d\(applied.deaths)"
@@ -50,14 +82,15 @@ private func fingerprint(_ applied: Applied) -> String {
     case .webhook(let ev, let body): s += "|w\(ev):" + String(decoding: body.bytes, as: UTF8.self)
     }
   }
-  if let (r, result) = applied.admin { s += "|a\(r):\(result)" }
+  for (r, result) in applied.admin { s += "|a\(r):\(result)" }
+  if let why = applied.rejected { s += "|r" + why }
   return s
 }
 
 private struct World {
   var rng: SeededRandom
   var nowMs: Int64 = 1_800_000_000_000
-  var log: [LogEntry] = []
+  var log: [RawRecord] = []
   var nodes: [SimNode] = []
   let config: CoreConfig
   let seed: [UInt8]
@@ -77,13 +110,14 @@ private struct World {
     for n in 1...3 {
       let node = SimNode(number: UInt32(n), seed: self.seed, config: c, timeoutMs: timeoutMs)
       nodes.append(node)
-      log.append(LogEntry(node: UInt32(n), wallMs: nowMs, input: .join(name: "n\(n)")))
+      let join = JoinRequest(name: "n\(n)", nonce: UInt64(n), rules: testRules)
+      log.append(record(log.count + 1, at: nowMs, node: 0, [.join(join)]))
     }
   }
 
   mutating func append(_ node: SimNode, _ input: LogInput) {
-    // A paused node writes late: its entries land after its death was declared.
-    log.append(LogEntry(node: node.number, wallMs: nowMs, input: input))
+    // A paused node writes late: its records land after its death was declared.
+    log.append(record(log.count + 1, at: nowMs, node: node.number, [input]))
   }
 
   mutating func text(_ node: SimNode, _ c: UInt64, _ json: String) {
@@ -141,7 +175,7 @@ private struct World {
 
 @Suite struct ReplicaSimulationTests {
   @Test(arguments: Array(UInt64(1)...UInt64(60)))
-  func replicasAgreeOnEveryEntry(seed: UInt64) {
+  func replicasAgreeOnEveryRecord(seed: UInt64) throws {
     var world = World(seed: seed)
     for _ in 0..<400 { world.step() }
     // A node that joins late replays the whole log and must reach the same state.
@@ -151,25 +185,39 @@ private struct World {
     let reference = world.nodes[0]
     for n in world.nodes.dropFirst() {
       #expect(n.fingerprints == reference.fingerprints, "seed \(seed): node \(n.number) diverged")
-      #expect(n.replica.retired == reference.replica.retired)
-      for s in ["s0", "s1"] {
-        #expect(n.replica.core.sessionInfo(s) == reference.replica.core.sessionInfo(s), "seed \(seed) \(s)")
-      }
+      #expect(n.replica.snapshot() == reference.replica.snapshot(), "seed \(seed): node \(n.number) state")
     }
+    // A node that starts from the newest snapshot and reads only the tail produces the
+    // same effects for the tail and ends in the same state.
+    let (index, bytes) = try #require(reference.snapshots.last)
+    #expect(late.snapshots.last?.bytes == bytes, "every replica writes the same snapshot bytes")
+    let restored = try restoreReplica(bytes, seed: world.seed, config: world.config, timeoutMs: world.timeoutMs)
+    var tail: [String] = []
+    for r in world.log[(index + 1)...] { tail.append(fingerprint(restored.apply(r))) }
+    #expect(tail == Array(reference.fingerprints[(index + 1)...]), "seed \(seed): restored replica diverged")
+    #expect(restored.snapshot() == reference.replica.snapshot())
   }
 
-  @Test func deadNodesConnectionsEndAsLostAndItsLaterEntriesAreIgnored() {
+  /// A replica with the three joins of `World` applied, numbers 1…3.
+  private func joined(timeoutMs: Int64 = 1_000) -> (Replica, Int64) {
     var config = CoreConfig(devMode: true, serverVersion: "t")
     config.heartbeatsInShell = true
-    let core = RelayCore(config: config, ids: LogIdentifiers(seed: [1]) { Crypto.hmacSHA256(key: $0, message: $1) },
-      verifyToken: { _, _ in nil })
-    let r = Replica(core: core, localNode: 1, nodeTimeoutMs: 1_000)
-    var t: Int64 = 10_000
-    func apply(_ node: UInt32, _ input: LogInput) -> Applied {
-      r.apply(LogEntry(node: node, wallMs: t, input: input))
+    let r = makeReplica(seed: [1], config: config, timeoutMs: timeoutMs)
+    r.localNode = 1
+    let t: Int64 = 1_800_000_000_000
+    for n in 1...3 {
+      let a = r.apply(record(n, at: t, node: 0, [.join(JoinRequest(name: "n\(n)", nonce: UInt64(n * 10), rules: testRules))]))
+      #expect(a.joined.map(\.number) == [UInt32(n)])
     }
-    _ = apply(1, .join(name: "a"))
-    _ = apply(2, .join(name: "b"))
+    return (r, t)
+  }
+
+  @Test func deadNodesConnectionsEndAsLostAndItsLaterRecordsAreRejected() {
+    let (r, start) = joined()
+    var t = start
+    func apply(_ node: UInt32, _ input: LogInput) -> Applied {
+      r.apply(record(Int(r.position) + 1, at: t, node: node, [input]))
+    }
     let a = Replica.connectionID(node: 1, local: 1).raw
     let b = Replica.connectionID(node: 2, local: 1).raw
     for (n, c, uid) in [(UInt32(1), a, "alice"), (2, b, "bob")] {
@@ -177,6 +225,7 @@ private struct World {
       _ = apply(n, .text(connection: c, Array(#"{"type":"hello","dev":{"uid":"\#(uid)","name":"x"}}"#.utf8)))
       _ = apply(n, .text(connection: c, Array(#"{"type":"session.join","session":"s"}"#.utf8)))
     }
+    _ = apply(3, .leave)
     // Node 1 keeps beating; node 2 is silent past the timeout.
     for _ in 0..<2 {
       t += 400
@@ -191,41 +240,158 @@ private struct World {
     }
     #expect(lost)
     #expect(r.ticker == 1)
-    // Node 2 wakes and writes with its old identity: nothing happens.
+    // Node 2 wakes and writes with its old identity: rejected, nothing happens.
     let late = apply(2, .text(connection: b, Array(#"{"type":"hand.raise","session":"s"}"#.utf8)))
     #expect(late.effects.isEmpty)
+    #expect(late.rejected == "node 2 is not live")
     // A silence of the whole log is nobody's death.
     t += 5_000
     #expect(apply(1, .beat).deaths.isEmpty)
+    // A rejoin gets a number never used before in this generation.
+    let rejoin = apply(0, .join(JoinRequest(name: "n2", nonce: 99, rules: testRules)))
+    #expect(rejoin.joined.map(\.number) == [4])
   }
 
-  @Test func entriesRoundTripAndForeignBytesAreRefused() {
-    let entries: [LogEntry] = [
-      .init(node: 1, wallMs: 5, input: .join(name: "n-1")),
-      .init(node: 7, wallMs: -1, input: .leave),
-      .init(node: 2, wallMs: 1 << 40, input: .beat),
-      .init(node: 2, wallMs: 3, input: .tick),
-      .init(node: 3, wallMs: 4, input: .open(connection: 1 << 41 | 9)),
-      .init(node: 3, wallMs: 4, input: .text(connection: 12, [0, 1, 2, 255])),
-      .init(node: 3, wallMs: 4, input: .closed(connection: 12, clean: true)),
-      .init(node: 4, wallMs: 4, input: .admin(request: 77, .createSession)),
-      .init(node: 4, wallMs: 4, input: .admin(request: 78, .removeParticipant(session: "s", uid: "ü"))),
-      .init(node: 4, wallMs: 4, input: .admin(request: 79, .call(.reject(.busy), callId: "c", token: "t.t.t"))),
-      .init(node: 4, wallMs: 4, input: .admin(request: 80, .sessionInfo(session: "s"))),
-      .init(node: 4, wallMs: 4, input: .admin(request: 81, .callInfo(callId: "c", token: "t"))),
+  @Test func recordsFromUnknownOrZeroNodesAndForeignJoinsAreRefused() {
+    let (r, t) = joined()
+    #expect(r.apply(record(4, at: t, node: 77, [.beat])).rejected == "node 77 is not live")
+    #expect(r.apply(record(5, at: t, node: 0, [.beat])).rejected == "node 0 may only join or hand over")
+    var other = testRules
+    other.configDigest = [1]
+    let refused = r.apply(record(6, at: t, node: 0, [.join(JoinRequest(name: "x", nonce: 5, rules: other))]))
+    #expect(refused.joined.isEmpty)
+    #expect(refused.refusedJoins.first?.reason.contains("shared flags") == true)
+    other = testRules
+    other.rules = 2
+    let newer = r.apply(record(7, at: t, node: 0, [.join(JoinRequest(name: "x", nonce: 6, rules: other))]))
+    #expect(newer.refusedJoins.first?.reason.contains("rules version 2") == true)
+    #expect(r.position == 7, "a rejected record still takes its position")
+  }
+
+  /// Crafted records: nothing traps, the log goes on, and every replica rejects
+  /// exactly the same records.
+  @Test(arguments: Array(UInt64(1)...UInt64(20)))
+  func craftedRecordsNeverTrapAndAreRejectedAlike(seed: UInt64) {
+    var rng = SeededRandom(seed: seed)
+    let (a, t) = joined()
+    let (b, _) = joined()
+    let hostile: [[UInt8]] = [
+      String(Int64.max).utf8.map { $0 }, Array("-5".utf8), Array("1e30".utf8), Array("140737488355328".utf8),
+      Array("99999999999999999999".utf8), [], Array(String(t).utf8),
     ]
-    for e in entries {
-      let bytes = e.encoded()
-      #expect(LogEntry(decoding: bytes) == e)
-      #expect(LogEntry(decoding: bytes + [0]) == nil)
-      #expect(LogEntry(decoding: Array(bytes.dropLast())) == nil)
+    for i in 0..<400 {
+      let position = Int(a.position) + [1, 1, 1, 0, 2, 1 << 20][rng.below(6)]
+      var raw = record(position, at: t + Int64(i), node: UInt32(rng.below(5)), [.beat])
+      switch rng.below(6) {
+      case 0: raw.timeMs = hostile[rng.below(hostile.count)]
+      case 1: raw.batch = (0..<rng.below(40)).map { _ in UInt8(rng.below(256)) }
+      case 2: raw.position = hostile[rng.below(hostile.count)]
+      case 3:
+        if var bytes = raw.batch, !bytes.isEmpty {
+          bytes[rng.below(bytes.count)] ^= UInt8(1 + rng.below(255))
+          raw.batch = bytes
+        }
+      case 4:
+        let c = Replica.connectionID(node: 1, local: UInt64(rng.below(4))).raw
+        raw.batch = LogBatch(node: 1, inputs: [.open(connection: c), .text(connection: c, [123, 125]), .tick]).encoded()
+      default: break
+      }
+      let x = a.apply(raw)
+      let y = b.apply(raw)
+      #expect(fingerprint(x) == fingerprint(y))
     }
-    #expect(LogEntry(decoding: []) == nil)
-    let batch = LogEntry.encodeBatch(entries)
-    #expect(LogEntry.decodeBatch(batch) == entries)
-    #expect(LogEntry.decodeBatch(batch + [1]) == nil)
-    #expect(LogEntry.decodeBatch([]) == nil)
-    #expect(LogEntry(decoding: [99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]) == nil)
+    #expect(a.snapshot() == b.snapshot())
+    // The log still works after all that.
+    let p = Int(a.position) + 1
+    #expect(a.apply(record(p, at: t + 10_000, node: 1, [.beat])).rejected == nil || a.nodes[1] == nil)
+  }
+
+  @Test func aTimeFarInTheFutureMovesTheClockOnceNotForGood() {
+    let (r, t) = joined(timeoutMs: 100_000)
+    _ = r.apply(record(4, at: t + 1_000, node: 1, [.beat]))
+    #expect(r.clockMs == t + 1_000)
+    _ = r.apply(record(5, at: t + 50_000_000, node: 1, [.beat]))  // crafted
+    let after = r.clockMs
+    _ = r.apply(record(6, at: t + 2_000, node: 1, [.beat]))
+    _ = r.apply(record(7, at: t + 3_000, node: 1, [.beat]))
+    #expect(r.clockMs == after + 1_000, "legit records move the clock by their own steps again")
+  }
+
+  @Test func aHoleInPositionsIsRealOnlyWhenTheLogContinuesPastIt() {
+    let (r, t) = joined()
+    let skip = r.apply(record(10, at: t, node: 1, [.beat]))
+    #expect(skip.rejected != nil && !skip.lostRecords)
+    #expect(r.apply(record(4, at: t, node: 1, [.beat])).rejected == nil, "a single crafted jump changes nothing")
+    _ = r.apply(record(9, at: t, node: 1, [.beat]))
+    let lost = r.apply(record(10, at: t, node: 1, [.beat]))
+    #expect(lost.lostRecords)
+  }
+
+  @Test func aReplicaThatDisagreesWithTheStoredDigestNoticesIt() throws {
+    let (r, t) = joined()
+    r.noteLocalDigest([1, 2, 3], at: 3)
+    #expect(r.apply(record(4, at: t, node: 2, [.digest(position: 3, digest: [9], stored: false)])).diverged == nil)
+    #expect(r.apply(record(5, at: t, node: 2, [.digest(position: 3, digest: [1, 2, 3], stored: true)])).diverged == nil)
+    #expect(r.apply(record(6, at: t, node: 2, [.digest(position: 3, digest: [9], stored: true)])).diverged == 3)
+  }
+
+  @Test func snapshotsAreDueByRecordsAndRestoreRefusesHostileBytes() throws {
+    let (r, t) = joined()
+    var due: [UInt64] = []
+    for p in 4...120 {
+      if let d = r.apply(record(p, at: t + Int64(p), node: 1, [.beat])).snapshotDue { due.append(d) }
+    }
+    #expect(due == [50, 100])
+    var config = CoreConfig(devMode: true, serverVersion: "t")
+    config.heartbeatsInShell = true
+    let bytes = r.snapshot()
+    let back = try restoreReplica(bytes, seed: [1], config: config, timeoutMs: 1_000)
+    #expect(back.snapshot() == bytes)
+    for cut in stride(from: 0, to: bytes.count, by: 7) {
+      #expect(throws: BinaryError.self) { try restoreReplica(Array(bytes.prefix(cut)), seed: [1], config: config, timeoutMs: 1_000) }
+    }
+    var rng = SeededRandom(seed: 3)
+    for _ in 0..<300 {
+      var flipped = bytes
+      flipped[rng.below(flipped.count)] ^= UInt8(1 + rng.below(255))
+      _ = try? restoreReplica(flipped, seed: [1], config: config, timeoutMs: 1_000)
+    }
+  }
+
+  @Test func anUpgradeSealsTheGenerationAndEndsEveryConnectionAsLost() {
+    let (r, t) = joined()
+    let c = Replica.connectionID(node: 2, local: 1).raw
+    _ = r.apply(record(4, at: t, node: 2, [.open(connection: c)]))
+    let up = r.apply(record(5, at: t, node: 0, [.upgrade(rules: 2)]))
+    #expect(up.upgrade?.rules == 2 && up.upgrade?.handoffBy == 1)
+    #expect(up.snapshotDue == 5)
+    #expect(r.nodes.isEmpty && r.sealed)
+    #expect(r.apply(record(6, at: t, node: 0, [.join(JoinRequest(name: "x", nonce: 1, rules: testRules))])).rejected != nil)
+  }
+
+  @Test func batchesRoundTripAndForeignBytesAreRefused() {
+    let limits = LogLimits(maxTextBytes: 16)
+    let inputs: [LogInput] = [
+      .join(JoinRequest(name: "n-1", nonce: 9, rules: testRules)), .leave, .beat, .tick,
+      .open(connection: 1 << 41 | 9), .text(connection: 12, [0, 1, 2, 255]), .closed(connection: 12, clean: true),
+      .admin(request: 77, .createSession), .admin(request: 78, .removeParticipant(session: "s", uid: "ü")),
+      .admin(request: 79, .call(.reject(.busy), callId: "c", token: "t.t.t")),
+      .admin(request: 80, .sessionInfo(session: "s")), .admin(request: 81, .callInfo(callId: "c", token: "t")),
+      .digest(position: 5, digest: [1, 2], stored: true), .upgrade(rules: 3),
+    ]
+    for input in inputs {
+      let bytes = LogBatch(node: 3, inputs: [input]).encoded()
+      #expect(LogBatch(decoding: bytes, limits: limits) == LogBatch(node: 3, inputs: [input]))
+      #expect(LogBatch(decoding: bytes + [0], limits: limits) == nil)
+      #expect(LogBatch(decoding: Array(bytes.dropLast()), limits: limits) == nil)
+    }
+    let all = LogBatch(node: 2, inputs: inputs)
+    #expect(LogBatch(decoding: all.encoded(), limits: limits) == all)
+    #expect(LogBatch(decoding: [], limits: limits) == nil)
+    #expect(LogBatch(decoding: [LogBatch.formatVersion, 1, 0, 0, 0], limits: limits) == nil, "no inputs")
+    #expect(LogBatch(decoding: [1, 1, 0, 0, 0, 1, 0, 0, 0, 3], limits: limits) == nil, "another format version")
+    let long = LogBatch(node: 1, inputs: [.text(connection: 1, Array(repeating: 1, count: 17))]).encoded()
+    #expect(LogBatch(decoding: long, limits: limits) == nil, "a text longer than a socket could deliver")
   }
 
   @Test func logIdentifiersAreSharedBySeedAndDifferAcrossSeeds() {

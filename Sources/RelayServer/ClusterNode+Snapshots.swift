@@ -1,0 +1,142 @@
+import EventLoop
+import RelayCluster
+import RelayCore
+import RelayCrypto
+import RelayWebSocket
+
+// Snapshots, divergence and hand-over (docs/cluster.md, "Bounded history"): at the
+// positions the replica names, every node serializes its state and logs a digest;
+// the ticker stores its snapshot in Redis and trims the log behind the previous one.
+// A node starts from the newest snapshot and reads only the tail after it.
+extension ClusterNode {
+  /// Loads the generation's newest snapshot (or starts from an empty state when the
+  /// log has none) and reads the log after it.
+  func loadSnapshot() {
+    guard let g = generation else { return }
+    state = .catchingUp
+    readEpoch &+= 1
+    let fields = ["pos", "id", "digest", "bytes"].map { Array($0.utf8) }
+    commands?.send([Array("HMGET".utf8), Self.key("snapshot", g)] + fields, limitMs: 30_000) { [weak self] reply in
+      guard let self, self.generation == g else { return }
+      guard case .array(let items?)? = reply, items.count == 4 else { return self.dropConnections() }
+      guard let bytes = items[3].bytes else {
+        self.server.installReplica(seed: Array(g.utf8), restoring: nil)
+        self.lastId = "0"
+        return self.readLoop()
+      }
+      let digest = Self.digest(bytes)
+      guard let pos = items[0].string.flatMap(UInt64.init), pos > 0, let id = items[1].string,
+        items[2].string == Crypto.hex(digest),
+        let replica = self.server.installReplica(seed: Array(g.utf8), restoring: bytes), replica.position == pos
+      else {
+        self.logger.error("the stored cluster snapshot is unreadable: starting a new generation")
+        return self.replaceGeneration(g)
+      }
+      replica.noteLocalDigest(digest, at: pos)
+      self.stats.snapshotLoads += 1
+      self.lastId = id
+      self.readLoop()
+    }
+  }
+
+  /// The digest of a snapshot recorded in the log: the first 16 bytes of its SHA-256.
+  static func digest(_ bytes: [UInt8]) -> [UInt8] { Array(Crypto.sha256(bytes).prefix(16)) }
+
+  /// Every replica snapshots at the same position; the ticker stores its snapshot
+  /// (and trims the log), the others log their digest for comparison.
+  func snapshotDue(at position: UInt64, id: String) {
+    guard let replica = server.replica, let g = generation else { return }
+    let bytes = replica.snapshot()
+    let digest = Self.digest(bytes)
+    replica.noteLocalDigest(digest, at: position)
+    guard state == .ready, number != 0 else { return }
+    guard replica.ticker == number else {
+      return append(.digest(position: position, digest: digest, stored: false))
+    }
+    let batch = LogBatch(node: number, inputs: [.digest(position: position, digest: digest, stored: true)])
+    let keys = [Self.generationKey, Self.key("seq", g), Self.key("log", g), Self.key("snapshot", g)]
+    let args = [
+      Array(g.utf8), batch.encoded(), Array(String(position).utf8), Array(id.utf8), Array(Crypto.hex(digest).utf8),
+      bytes,
+    ]
+    stats.snapshotBytes = UInt64(bytes.count)
+    run(.snapshot, keys: keys, args: args) { [weak self] reply in
+      guard let self else { return }
+      if case .bulk? = reply { self.stats.snapshotsStored += 1 }
+      self.appended(reply, [])
+    }
+  }
+
+  /// This replica's state disagrees with the stored snapshot at `position`: its
+  /// clients may have seen wrong events. Close them (they resume) and start again
+  /// from the stored state.
+  func diverged(at position: UInt64) {
+    stats.divergences += 1
+    logger.error("this node's replica diverged from the cluster's snapshot: rebuilding", metadata: ["position": "\(position)"])
+    restart()
+  }
+
+  /// The log lost records this replica needs (trimmed while it was behind, evicted,
+  /// or lost by Redis): rebuild from the newest snapshot, or, when that does not
+  /// help twice in a row, start a new generation.
+  func rebuild(reason: String) {
+    guard let g = generation else { return }
+    rebuildsWithoutProgress += 1
+    if rebuildsWithoutProgress > 2 {
+      logger.error("the cluster log is inconsistent: starting a new generation", metadata: ["why": "\(reason)"])
+      return replaceGeneration(g)
+    }
+    logger.warning("rebuilding this node's replica from the newest snapshot", metadata: ["why": "\(reason)"])
+    restart()
+  }
+
+  private func restart() {
+    number = 0
+    pendingJoin = nil
+    server.replica?.localNode = 0
+    server.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "node rebuilding its state")
+    loadSnapshot()
+  }
+
+  /// Replaces generation `g` (its keys are missing or unusable) with a fresh one;
+  /// every node then meets `RESET` and resets into it.
+  func replaceGeneration(_ g: String) {
+    readEpoch &+= 1
+    generation = nil
+    bootstrapReplacing(g)
+  }
+
+  // MARK: Rolling upgrades
+
+  /// The generation was handed over to a newer rules version: this node's clients
+  /// reconnect to the new nodes and resume there. The node that was the ticker
+  /// stores the state as the first snapshot of the successor generation.
+  func handedOver(to rules: UInt32, handoffBy: UInt32?, raw: RawRecord) {
+    logger.warning("the cluster is upgrading to rules version \(rules): this node steps down")
+    server.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "cluster upgrading")
+    guard handoffBy == number, number != 0, let replica = server.replica, let g = generation else {
+      return server.superseded()
+    }
+    let fresh = Crypto.hex(Crypto.randomBytes(32))
+    let bytes = replica.snapshot(successorRules: rules)
+    let digest = Self.digest(bytes)
+    let r = server.clusterRules
+    let meta = "\(r.format) \(rules) \(Crypto.hex(r.configDigest))"
+    var keys = [Self.generationKey] + ["meta", "seq", "snapshot"].map { Self.key($0, fresh) }
+    keys += ["meta", "seq", "log", "snapshot"].map { Self.key($0, g) }
+    let args = [g, fresh, meta, String(replica.position), Crypto.hex(digest)].map { Array($0.utf8) } + [bytes]
+    run(.handoff, keys: keys, args: args) { [weak self] reply in
+      self?.logger.info("cluster state handed over", metadata: ["reply": "\(reply?.string ?? "none")"])
+      self?.server.superseded()
+    }
+  }
+
+  /// A node of a newer rules version meets an older generation: it asks for the
+  /// hand-over, then waits for the generation to change.
+  func requestUpgrade(generation g: String) {
+    logger.warning("the cluster runs an older rules version: asking it to hand over")
+    loadScripts()
+    appendNow(.upgrade(rules: server.clusterRules.rules), node: 0, generation: g)
+    reconnectTimer?.start(afterMs: 500) { [weak self] in self?.dropConnections() }
+  }
+}
