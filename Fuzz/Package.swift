@@ -14,11 +14,14 @@ let package = Package(
   targets: [
     .target(name: "RelayWebSocket", swiftSettings: instrumented),
     .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: instrumented),
+    // The RESP codec's two files, without the rest of RelayCluster (no dependencies).
+    .target(name: "RESPCodec", swiftSettings: instrumented),
     .target(name: "FuzzDriver"),
     .executableTarget(name: "FuzzFrames", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzHTTPHead", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzJSON", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzCommand", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
+    .executableTarget(name: "FuzzRESP", dependencies: ["RESPCodec", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzJWT", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
   ]
 )

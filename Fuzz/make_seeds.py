@@ -75,3 +75,10 @@ for claims in [{"sub": "a", "exp": 2000000000, "sessions": ["*"], "role": "host"
     put("FuzzJWT", jwt(claims))
 put("FuzzJWT", jwt({"sub": "a", "exp": 1}, alg="none"))
 put("FuzzJWT", b"a.b.c")
+
+split = b"\x40\x80"  # FuzzRESP: the first two bytes choose the split points
+for r in [b"+OK\r\n-ERR no\r\n:42\r\n:-9223372036854775808\r\n", b"$5\r\nab\r\nc\r\n$0\r\n\r\n$-1\r\n*-1\r\n*0\r\n",
+          b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nk\r\n$1\r\nv\r\n",
+          b"*1\r\n" * 10 + b":1\r\n", b"*9223372036854775807\r\n", b"$100\r\n" + b"x" * 100 + b"\r\n",
+          b"$3\r\nabcd\r\n", b":99999999999999999999\r\n", b"*2\r\n:1\r\n?\r\n"]:
+    put("FuzzRESP", split + r)

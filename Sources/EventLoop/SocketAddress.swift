@@ -7,8 +7,8 @@ import CLibUV
 #endif
 
 /// Parses an IPv4 or IPv6 literal (`"127.0.0.1"`, `"::1"`, `"0.0.0.0"`) into a
-/// `sockaddr_storage`. Host names are not resolved: the relay binds and connects to
-/// literals, and a resolver would need an asynchronous `uv_getaddrinfo` round trip.
+/// `sockaddr_storage`. Host names are not resolved here: the relay binds and connects
+/// to literals, looked up beforehand by `HostResolver`.
 func makeSocketAddress(host: String, port: Int) throws(LoopError) -> sockaddr_storage {
   guard let port = Int32(exactly: port), (0...65_535).contains(port) else { throw .invalidArgument }
   var storage = sockaddr_storage()
@@ -86,29 +86,16 @@ public enum HostResolver {
   /// `host` as an address literal: literals unchanged, names through one blocking
   /// `getaddrinfo` (its first IPv4 answer, else its first answer: `localhost` often
   /// lists ::1 first, and most servers bind IPv4). Callers use it where blocking is
-  /// harmless: at start, on a client's own thread, or before a reconnect.
+  /// harmless: at start, or on a client's own thread; on a loop thread, use
+  /// `resolve(_:on:_:)`, which does not block.
   public static func address(of host: String) -> String? {
     if host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) { return host }
     var hints = addrinfo()
     hints.ai_family = AF_UNSPEC
     hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
     var list: UnsafeMutablePointer<addrinfo>?
-    guard getaddrinfo(host, nil, &hints, &list) == 0, var first = list else { return nil }
+    guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return nil }
     defer { freeaddrinfo(list) }
-    var entry: UnsafeMutablePointer<addrinfo>? = first
-    while let e = entry, e.pointee.ai_family != AF_INET { entry = e.pointee.ai_next }
-    if let e = entry { first = e }
-    guard let address = first.pointee.ai_addr.map(UnsafeRawPointer.init) else { return nil }
-    var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-    let converted: UnsafePointer<CChar>?
-    if first.pointee.ai_family == AF_INET6 {
-      var raw = address.loadUnaligned(as: sockaddr_in6.self).sin6_addr
-      converted = inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count))
-    } else {
-      var raw = address.loadUnaligned(as: sockaddr_in.self).sin_addr
-      converted = inet_ntop(AF_INET, &raw, &text, socklen_t(text.count))
-    }
-    guard converted != nil else { return nil }
-    return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return preferredLiteral(in: first)
   }
 }

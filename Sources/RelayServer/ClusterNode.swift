@@ -104,9 +104,14 @@ final class ClusterNode {
     guard state == .down else { return }
     state = .connecting
     // A host name (`redis://redis:6379` in docker-compose) is looked up before each
-    // attempt: a blocking call, but only while the bus is down anyway.
+    // attempt, on libuv's thread pool (`uv_getaddrinfo`): the loop serves meanwhile.
+    HostResolver.resolve(config.redis.host, on: server.loop) { [weak self] ip in self?.resolved(ip) }
+  }
+
+  private func resolved(_ ip: Result<String, LoopError>) {
+    guard state == .connecting else { return }
     var address = config.redis
-    guard let ip = HostResolver.address(of: address.host) else {
+    guard case .success(let ip) = ip else {
       logger.error("cannot resolve the Redis host", metadata: ["host": "\(address.host)"])
       return lostRedis()
     }

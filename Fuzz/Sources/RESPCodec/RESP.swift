@@ -1,0 +1,1 @@
+../../../Sources/RelayCluster/RESP.swift

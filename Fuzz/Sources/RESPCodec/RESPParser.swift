@@ -1,0 +1,1 @@
+../../../Sources/RelayCluster/RESPParser.swift
