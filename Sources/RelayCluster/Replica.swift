@@ -174,19 +174,23 @@ public final class Replica {
   /// Applies one record of the log.
   public func apply(_ raw: RawRecord) -> Applied {
     var applied = Applied()
-    guard takePosition(raw, &applied) else { return applied }
+    guard let advanced = takePosition(raw, &applied) else { return applied }
     accept(raw, &applied)
-    countTowardsSnapshot(raw, &applied)
+    if advanced { countTowardsSnapshot(raw, &applied) }
     return applied
   }
 
-  /// Takes the record's position if it is the next one. Positions come from the
-  /// append script, so a legitimate record of a dead node still takes its place.
-  private func takePosition(_ raw: RawRecord, _ applied: inout Applied) -> Bool {
-    guard let n = Decimal.parse(raw.position), n > position else {
-      applied.rejected = "no position, or one already applied"
-      return false
+  /// Takes the record's position if it is the next one (true), or accepts a second
+  /// record at the current position (false): positions come from the append script,
+  /// but a record XADDed by hand can carry any, and one that took a position first
+  /// must not silence the legitimate record counted there. Nil: not applied.
+  /// A legitimate record of a dead node still takes its place.
+  private func takePosition(_ raw: RawRecord, _ applied: inout Applied) -> Bool? {
+    guard let n = Decimal.parse(raw.position), n >= position, n > 0 else {
+      applied.rejected = "no position, or one before the last applied"
+      return nil
     }
+    if n == position { return false }
     guard n == position + 1 else {
       if let gap = pendingGap, n == gap + 1 {
         applied.lostRecords = true
@@ -195,7 +199,7 @@ public final class Replica {
         applied.rejected = "position \(n) skips records after \(position)"
       }
       pendingGap = n
-      return false
+      return nil
     }
     pendingGap = nil
     position = n

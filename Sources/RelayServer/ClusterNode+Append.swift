@@ -137,9 +137,9 @@ enum RedisScript: CaseIterable {
   case snapshot
   /// Hands a generation over to its successor (rolling upgrade): if the generation
   /// is still `ARGV[1]`, makes `ARGV[2]` current with its meta line, position counter
-  /// and first snapshot, and lets the old keys expire.
-  /// KEYS: generation, meta:new, seq:new, snapshot:new, then the old meta, seq, log,
-  /// snapshot. ARGV: old name, new name, meta line, position, digest, bytes.
+  /// and first snapshot, creates its (empty) log, and lets the old keys expire.
+  /// KEYS: generation, meta:new, seq:new, snapshot:new, log:new, then the old meta, seq,
+  /// log, snapshot. ARGV: old name, new name, meta line, position, digest, bytes.
   case handoff
 
   var source: [UInt8] {
@@ -171,7 +171,9 @@ enum RedisScript: CaseIterable {
     redis.call('SET', KEYS[2], ARGV[3])
     redis.call('SET', KEYS[3], ARGV[4])
     redis.call('HSET', KEYS[4], 'pos', ARGV[4], 'id', '0', 'digest', ARGV[5], 'bytes', ARGV[6])
-    for i = 5, #KEYS do redis.call('EXPIRE', KEYS[i], 600) end
+    redis.call('XADD', KEYS[5], '*', 'created', '1')
+    redis.call('XTRIM', KEYS[5], 'MAXLEN', 0)
+    for i = 6, #KEYS do redis.call('EXPIRE', KEYS[i], 600) end
     return ARGV[2]
     """
 

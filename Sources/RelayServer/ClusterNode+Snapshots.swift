@@ -122,7 +122,7 @@ extension ClusterNode {
     let digest = Self.digest(bytes)
     let r = server.clusterRules
     let meta = "\(r.format) \(rules) \(Crypto.hex(r.configDigest))"
-    var keys = [Self.generationKey] + ["meta", "seq", "snapshot"].map { Self.key($0, fresh) }
+    var keys = [Self.generationKey] + ["meta", "seq", "snapshot", "log"].map { Self.key($0, fresh) }
     keys += ["meta", "seq", "log", "snapshot"].map { Self.key($0, g) }
     let args = [g, fresh, meta, String(replica.position), Crypto.hex(digest)].map { Array($0.utf8) } + [bytes]
     run(.handoff, keys: keys, args: args) { [weak self] reply in

@@ -154,6 +154,7 @@ public final class RelayServer {
   /// exits normally (docs/cluster.md, "Rolling upgrades").
   func superseded() {
     logger.notice("this node's generation was handed over to newer nodes: exiting")
+    cluster?.close()  // it must not follow the generation it cannot join
     beginDrain()
   }
 

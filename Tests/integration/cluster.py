@@ -85,6 +85,24 @@ class Redis:
                 data += chunk
             return data.split(b"\r\n")[want - 1].decode()
 
+    def pipeline(self, commands: list[list[bytes]]) -> list[bytes]:
+        """Many binary-safe commands on one socket; the first line of each reply."""
+        def enc(c):
+            return b"*%d\r\n" % len(c) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in c)
+        if self.password:
+            commands = [[b"AUTH", self.password.encode()]] + commands
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
+            s.sendall(b"".join(enc(c) for c in commands))
+            data = b""
+            replies: list[bytes] = []
+            while len(replies) < len(commands):
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                data += chunk
+                replies, data = _split_replies(data, replies)
+        return replies[1:] if self.password else replies
+
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
@@ -100,17 +118,33 @@ class Redis:
                 self.proc.wait(timeout=5)
 
 
+def _split_replies(data: bytes, replies: list[bytes]) -> tuple[list[bytes], bytes]:
+    """Complete simple replies (status, error, integer, bulk) at the front of `data`."""
+    while b"\r\n" in data:
+        line, rest = data.split(b"\r\n", 1)
+        if line[:1] == b"$" and int(line[1:]) >= 0:
+            n = int(line[1:])
+            if len(rest) < n + 2:
+                break
+            replies.append(rest[:n])
+            data = rest[n + 2:]
+        else:
+            replies.append(line)
+            data = rest
+    return replies, data
+
+
 class Node:
     """A `relay serve --redis …` process."""
 
     def __init__(self, workdir: Path, redis_url: str, name: str, args: list[str], port: int | None = None,
-                 wait: bool = True):
+                 wait: bool = True, env: dict | None = None, prefix: list[str] | None = None):
         self.name = name
         self.port = port or free_port()
         self.log_path = workdir / f"{name}.log"
-        self.args = [relay_binary(), "serve", "--listen", f"127.0.0.1:{self.port}", "--redis", redis_url,
-                     "--node-id", name, *args]
-        env = dict(os.environ)
+        self.args = [*(prefix or []), relay_binary(), "serve", "--listen", f"127.0.0.1:{self.port}",
+                     "--redis", redis_url, "--node-id", name, *args]
+        env = {**os.environ, **(env or {})}
         env.pop("RELAY_SECRET", None)
         env.pop("RELAY_ADMIN_KEY", None)
         self.log = open(self.log_path, "ab")
@@ -168,6 +202,18 @@ class Node:
         except OSError:
             return ""
 
+    def exit_code(self, timeout: float = START_TIMEOUT_S) -> int:
+        """Waits for the process to end by itself; its exit status."""
+        return self.proc.wait(timeout=timeout)
+
+    def metric(self, name: str) -> float:
+        """One unlabelled series of `/metrics`."""
+        with urllib.request.urlopen(self.http + "/metrics", timeout=2) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        raise KeyError(name)
+
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -195,8 +241,9 @@ class Cluster:
         self.redis = Redis(workdir, password)
         self.nodes: list[Node] = []
 
-    def node(self, *args: str, name: str | None = None, port: int | None = None) -> Node:
-        n = Node(self.dir, self.redis.url, name or f"n{len(self.nodes) + 1}", list(args), port)
+    def node(self, *args: str, name: str | None = None, port: int | None = None, wait: bool = True,
+             env: dict | None = None, prefix: list[str] | None = None) -> Node:
+        n = Node(self.dir, self.redis.url, name or f"n{len(self.nodes) + 1}", list(args), port, wait, env, prefix)
         self.nodes.append(n)
         return n
 
