@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cluster figures (docs/cluster.md): `make bench-cluster`, never part of the tests.
 
-    python3 Benchmarks/cluster.py [local] [spread] [latency] [kill]   (default: all)
+    python3 Benchmarks/cluster.py [local] [spread] [latency] [kill] [history] [snapshot]   (default: all)
 
 - local:   fan-out (bots/fanout.json) on a standalone relay and on one node with
            --redis and every member local, alternating, median of BENCH_RUNS (3).
@@ -10,6 +10,11 @@
            over 2 nodes, so most deliveries cross nodes: p50/p99.
 - kill:    SIGKILL of a node → `participant.lost` at a peer on another node, with
            --node-timeout 5000, median of 5 (target ≤ node-timeout + 1 000 ms).
+- history: a synthetic writer appends 10 k, 1 M and 5 M records (as the append
+           script does) while one node snapshots and trims; Redis memory after each,
+           and how long a second node takes to be ready (target ≤ 2 s, flat).
+- snapshot: 10 000 joined participants (bots/idle-10000.json) on one node: the size
+           of a snapshot and the time to take it, and a second node's ready time.
 
 Relay processes are pinned to core 0, bots and Redis to core 1 (taskset), all on
 loopback. Prints a Markdown table and writes Benchmarks/results/cluster.md; raw
@@ -183,8 +188,108 @@ async def kill_to_lost(trial: int) -> float:
         procs.stop()
 
 
+# The append script's effect (Sources/RelayServer/ClusterNode+Append.swift), for the writer.
+WRITER = (b"local now = redis.call('TIME') "
+          b"local ms = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)) "
+          b"local n = redis.call('INCR', KEYS[1]) "
+          b"return redis.call('XADD', KEYS[2], '*', 'e', ARGV[1], 'n', n, 't', ms)")
+
+
+def redis_pipeline(port: int, commands: list[list[bytes]]) -> list[bytes]:
+    """Binary-safe pipelined commands; the first line (or bulk) of each reply."""
+    def enc(c):
+        return b"*%d\r\n" % len(c) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in c)
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(b"".join(enc(c) for c in commands))
+        data, out = b"", []
+        while len(out) < len(commands):
+            data += s.recv(1 << 20)
+            while b"\r\n" in data:
+                line, rest = data.split(b"\r\n", 1)
+                if line[:1] == b"$" and int(line[1:]) >= 0:
+                    n = int(line[1:])
+                    if len(rest) < n + 2:
+                        break
+                    out.append(rest[:n])
+                    data = rest[n + 2:]
+                else:
+                    out.append(line)
+                    data = rest
+    return out
+
+
+def metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def used_memory(port: int) -> int:
+    info = redis_pipeline(port, [[b"INFO", b"memory"]])[0].decode()
+    return int(next(x.split(":")[1] for x in info.splitlines() if x.startswith("used_memory:")))
+
+
+def ready_time(procs: Procs, tag: str, url: str) -> float:
+    port = free_port()
+    t0 = time.monotonic()
+    procs.start([str(BIN / "relay"), "serve", "--listen", f"127.0.0.1:{port}", "--redis", url, "--node-id", tag,
+                 "--log-level", "warning"], SERVER_CPU, RAW / f"{tag}.log")
+    wait_until(lambda: ready(port), 60, tag)
+    return time.monotonic() - t0
+
+
+def history() -> list[str]:
+    procs = Procs()
+    rows = ["| records written | Redis used_memory | log length | second node ready (s) |", "|---|---|---|---|"]
+    try:
+        url = redis(procs, "history")
+        rport = int(url.rsplit(":", 1)[1])
+        (port, _), = relays(procs, "history", 1, url, ["--log-level", "warning"])
+        g = redis_pipeline(rport, [[b"GET", b"relay:{relay}:generation"]])[0].decode()
+        seq, log = f"relay:{{relay}}:seq:{g}".encode(), f"relay:{{relay}}:log:{g}".encode()
+        sha = redis_pipeline(rport, [[b"SCRIPT", b"LOAD", WRITER]])[0]
+        beat = bytes([2, 1, 0, 0, 0, 1, 0, 0, 0, 3])  # node 1's beat, format 2
+        written = 0
+        for target in (10_000, 1_000_000, 5_000_000):
+            while written < target:
+                n = min(50_000, target - written)
+                redis_pipeline(rport, [[b"EVALSHA", sha, b"2", seq, log, beat]] * n)
+                written += n
+            wait_until(lambda: metric(port, "relay_cluster_log_position") >= written, 600, "node caught up")
+            time.sleep(1)  # let the last snapshot's trim land; a figure, not a synchronisation
+            length = int(redis_pipeline(rport, [[b"XLEN", log]])[0][1:])
+            ready = statistics.median(ready_time(procs, f"join{target}-{i}", url) for i in range(3))
+            rows.append(f"| {target:,} | {used_memory(rport) / 1e6:.1f} MB | {length:,} | {ready:.2f} |")
+            print(rows[-1], flush=True)
+    finally:
+        procs.stop()
+    return rows
+
+
+def snapshot_figures() -> list[str]:
+    procs = Procs()
+    try:
+        url = redis(procs, "snap")
+        (port, _), = relays(procs, "snap", 1, url, ["--log-level", "warning", "--snapshot-records", "500",
+                                                    "--heartbeat-timeout", "60000"])
+        _, b = bots("idle-10000", [port], "snap", ["--duration", "30000"])
+        wait_until(lambda: metric(port, "relay_participants") >= 10_000 or b.poll() is not None, 120, "10 000 joined")
+        stored = metric(port, "relay_cluster_snapshots_stored_total")
+        wait_until(lambda: metric(port, "relay_cluster_snapshots_stored_total") > stored + 1, 120, "a snapshot")
+        size, secs = metric(port, "relay_cluster_snapshot_bytes"), metric(port, "relay_cluster_snapshot_seconds")
+        join = ready_time(procs, "snap-join", url)
+        b.send_signal(signal.SIGINT)
+        b.wait(timeout=60)
+        return ["", f"Snapshot with {metric(port, 'relay_participants'):,.0f} participants: {size / 1e6:.2f} MB, "
+                f"taken in {secs * 1000:.1f} ms; a second node ready in {join:.2f} s."]
+    finally:
+        procs.stop()
+
+
 def main() -> None:
-    which = sys.argv[1:] or ["local", "spread", "latency", "kill"]
+    which = sys.argv[1:] or ["local", "spread", "latency", "kill", "history", "snapshot"]
     RAW.mkdir(parents=True, exist_ok=True)
     lines = [f"# Cluster figures, {STAMP}", "",
              f"Machine: {os.cpu_count()} vCPU; relays on core {SERVER_CPU}, bots and Redis on core {OTHER_CPU}; "
@@ -219,6 +324,13 @@ def main() -> None:
         lines += ["", f"SIGKILL → `participant.lost` at a peer, `--node-timeout 5000`: median "
                   f"{statistics.median(times):.0f} ms, max {max(times):.0f} ms over 5 (target ≤ 6 000 ms); "
                   f"runs: {', '.join(f'{t:.0f}' for t in times)}"]
+        print(lines[-1], flush=True)
+    if "history" in which:
+        lines += ["", "Bounded history (one node snapshots every 5 000 records and trims the log behind the "
+                  "previous snapshot; a synthetic writer appends single-beat records the way the append script does):",
+                  ""] + history()
+    if "snapshot" in which:
+        lines += snapshot_figures()
         print(lines[-1], flush=True)
     out = ROOT / "Benchmarks" / "results" / "cluster.md"
     out.write_text("\n".join(lines) + "\n")

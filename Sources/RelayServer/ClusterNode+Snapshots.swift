@@ -46,8 +46,10 @@ extension ClusterNode {
   /// (and trims the log), the others log their digest for comparison.
   func snapshotDue(at position: UInt64, id: String) {
     guard let replica = server.replica, let g = generation else { return }
+    let started = Loop.hrtimeNs()
     let bytes = replica.snapshot()
     let digest = Self.digest(bytes)
+    stats.snapshotNs = Loop.hrtimeNs() &- started
     replica.noteLocalDigest(digest, at: position)
     guard state == .ready, number != 0 else { return }
     guard replica.ticker == number else {

@@ -83,7 +83,15 @@ final class ClusterNode {
     self.logger = logger
   }
 
-  var isReady: Bool { state == .ready && !appendsFailing }
+  /// Ready: joined, caught up, and appends succeed — not failing, and none waiting on
+  /// Redis for longer than `stallMs` (a Redis that hangs is as unready as one that refuses).
+  var isReady: Bool {
+    guard state == .ready, !appendsFailing else { return false }
+    guard let sent = commands?.oldestPendingSentMs else { return true }
+    return server.loop.nowMs < sent + Self.stallMs
+  }
+
+  static let stallMs: UInt64 = 1_000
 
   static let generationKey = Array("relay:{relay}:generation".utf8)
   static func key(_ kind: String, _ g: String) -> [UInt8] { Array("relay:{relay}:\(kind):\(g)".utf8) }
@@ -465,6 +473,8 @@ struct ClusterStats {
   var divergences: UInt64 = 0
   var snapshotsStored: UInt64 = 0
   var snapshotBytes: UInt64 = 0
+  /// How long the last snapshot took to serialize and digest.
+  var snapshotNs: UInt64 = 0
   var snapshotLoads: UInt64 = 0
 }
 

@@ -103,6 +103,9 @@ final class RedisConnection {
   }
 
   /// Ends the connection if the oldest reply is overdue; called from the owner's timer.
+  /// When the oldest reply still awaited was asked for (loop ms), if any.
+  var oldestPendingSentMs: UInt64? { pendingHead < pending.count ? pending[pendingHead].sentMs : nil }
+
   func checkOverdue() {
     guard pendingHead < pending.count else { return }
     let oldest = pending[pendingHead]

@@ -280,6 +280,7 @@ extension RelayServer {
     metrics.mirrorCounter("relay_cluster_snapshots_stored_total", s.snapshotsStored)
     metrics.mirrorCounter("relay_cluster_snapshot_loads_total", s.snapshotLoads)
     metrics.mirror("relay_cluster_snapshot_bytes", Int(s.snapshotBytes))
+    metrics.mirror("relay_cluster_snapshot_seconds", Double(s.snapshotNs) / 1e9)
     metrics.mirror("relay_cluster_log_position", Int(clamping: replica?.position ?? 0))
   }
 }

@@ -55,6 +55,11 @@ final class ServerMetrics {
     cached(&mirrored, key) { CoreMetrics.Gauge(label: name, dimensions: labels, factory: factory) }.record(value)
   }
 
+  /// `mirror` for a value with a fraction (seconds).
+  func mirror(_ name: String, _ value: Double) {
+    cached(&mirrored, name) { CoreMetrics.Gauge(label: name, dimensions: [], factory: factory) }.record(value)
+  }
+
   private var advanced: [String: Int64] = [:]
 
   /// Advances a counter mirrored from a running total of the core (`name` with labels).
