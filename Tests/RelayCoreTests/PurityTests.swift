@@ -10,7 +10,7 @@ import Testing
     "SystemRandomNumberGenerator", "ContinuousClock", "SuspendingClock", "clock_gettime",
   ]
 
-  @Test(arguments: ["RelayProtocol", "RelayCore", "RelayClientCore"])
+  @Test(arguments: ["RelayProtocol", "RelayCore", "RelayCluster", "RelayClientCore"])
   func pureTargetHasNoForbiddenUses(_ target: String) throws {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
       .deletingLastPathComponent().deletingLastPathComponent()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PURE = ["RelayWebSocket", "RelayProtocol", "RelayCore", "RelayClientCore"]
+PURE = ["RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayClientCore"]
 
 FORBIDDEN = [
     (re.compile(r"^\s*(@\w+\s+)*(public |internal |package )?import\s+(CLibUV|COpenSSL|CRelayShims|EventLoop|RelayCrypto|Foundation\w*|Dispatch|Glibc|Darwin|Musl)\b", re.M), "imports a non-pure module"),
