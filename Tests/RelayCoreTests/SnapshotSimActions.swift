@@ -13,7 +13,11 @@ extension TwinSim {
       step += 1
       if step == restoreAt || (twin != nil && rng.chance(3)) { restoreTwin() }
       randomInput()
-      if let twin, rng.chance(20), twin.snapshot() != primary.snapshot() { fail("snapshots differ") }
+      if let twin, rng.chance(20) {
+        if twin.snapshot() != primary.snapshot() { fail("snapshots differ") }
+        // Derived figures too: replay bytes, finished calls held (not in the bytes).
+        if twin.stats != primary.stats || twin.callStats != primary.callStats { fail("stats differ") }
+      }
     }
     if let twin, failures.isEmpty, twin.snapshot() != primary.snapshot() { fail("final snapshots differ") }
   }
