@@ -14,11 +14,13 @@ let package = Package(
   targets: [
     .target(name: "RelayWebSocket", swiftSettings: instrumented),
     .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: instrumented),
+    .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayWebSocket"], swiftSettings: instrumented),
     .target(name: "FuzzDriver"),
     .executableTarget(name: "FuzzFrames", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzHTTPHead", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzJSON", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzCommand", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzJWT", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
+    .executableTarget(name: "FuzzSnapshot", dependencies: ["RelayCore", "RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
   ]
 )
