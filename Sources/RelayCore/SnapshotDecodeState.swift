@@ -190,7 +190,7 @@ extension SnapshotReader {
     let nextOrder = try counter()
     var entries: [Deadline] = []
     var orders: Set<UInt64> = []
-    for _ in 0..<(try r.count(minBytes: 25)) {
+    for _ in 0..<(try r.count(minBytes: 21)) {  // a ring or purge with an empty id
       let d = try deadline()
       guard d.order < nextOrder, orders.insert(d.order).inserted else {
         throw r.error("deadline order \(d.order) repeated or not yet numbered")
