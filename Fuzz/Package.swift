@@ -16,6 +16,8 @@ let package = Package(
     .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: instrumented),
     // The RESP codec's two files, without the rest of RelayCluster (no dependencies).
     .target(name: "RESPCodec", swiftSettings: instrumented),
+    .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayWebSocket"], swiftSettings: instrumented),
+    .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayWebSocket"], swiftSettings: instrumented),
     .target(name: "FuzzDriver"),
     .executableTarget(name: "FuzzFrames", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzHTTPHead", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
@@ -23,5 +25,7 @@ let package = Package(
     .executableTarget(name: "FuzzCommand", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzRESP", dependencies: ["RESPCodec", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzJWT", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
+    .executableTarget(name: "FuzzLogRecord", dependencies: ["RelayCluster", "RelayCore", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
+    .executableTarget(name: "FuzzSnapshot", dependencies: ["RelayCore", "RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
   ]
 )

@@ -105,7 +105,7 @@ final class Call {
   }
 
   /// A call with its times given: as `init(…at:ringTimeoutMs:)` made it, or as a
-  /// snapshot describes it (Snapshot.swift).
+  /// snapshot describes it (SnapshotEncode.swift).
   init(
     id: String, sessionId: String, caller: CallCaller, callerConnection: ConnectionID, to: [String],
     callType: CallType, metadata: [UInt8]?, createdAtWallMs: Int64, expiresAtWallMs: Int64,

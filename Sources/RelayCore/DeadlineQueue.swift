@@ -72,7 +72,7 @@ struct DeadlineQueue {
   init() {}
 
   /// Every queued entry of every lane, moot ones included, in no particular order:
-  /// what a snapshot filters and sorts (Snapshot.swift).
+  /// what a snapshot filters and sorts (SnapshotEncode.swift).
   var pending: [Deadline] { heap + wheel.pending + hellos.pending }
 
   /// The scheduling counter: the order number the next deadline gets.

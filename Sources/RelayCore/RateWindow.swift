@@ -14,7 +14,7 @@ struct RateWindow {
   init() {}
 
   /// The kept instants in ring order and the index of the oldest once full: the
-  /// whole state, for snapshots (Snapshot.swift).
+  /// whole state, for snapshots (SnapshotEncode.swift).
   var kept: (times: [Int64], oldest: Int32) { (Array(times), oldest) }
 
   /// The window `kept` described; nil unless `oldest` indexes `times` (0 while the

@@ -68,7 +68,9 @@ struct SnapshotReader {
     // One state, one encoding: whatever the checks above let through in another
     // order or numbering (profiles referenced out of first-use order, say) would give
     // replicas different digests of the same state.
-    guard core.snapshot() == r.input else { throw BinaryError(offset: 0, reason: "not the canonical encoding of its state") }
+    guard core.snapshot() == r.input else {
+      throw BinaryError(offset: 0, reason: "not the canonical encoding of its state")
+    }
   }
 
   // MARK: Checked values

@@ -24,7 +24,9 @@ extension SnapshotReader {
     var previousKey: ParticipantKey?
     for _ in 0..<(try r.count(minBytes: 16)) {
       let key = ParticipantKey(session: try r.string(), uid: try r.string())
-      if let p = previousKey, !((p.session, p.uid) < (key.session, key.uid)) { throw r.error("lost owners out of order") }
+      if let p = previousKey, !((p.session, p.uid) < (key.session, key.uid)) {
+        throw r.error("lost owners out of order")
+      }
       previousKey = key
       let id = try r.u64()
       guard state.records[id] != nil else { throw r.error("lost owner names unknown record \(id)") }
@@ -79,7 +81,14 @@ extension SnapshotReader {
     book.stats = try callStats()
     let evicted = try counter()
     var finished: [(id: String, bytes: Int)] = []
-    for _ in 0..<(try r.count(minBytes: 12)) { finished.append((try r.string(), try size())) }
+    for _ in 0..<(try r.count(minBytes: 12)) {
+      let id = try r.string()
+      // One call's cost is a few KiB at most; below 2³² each, any number of them
+      // (bounded by the input's length) sums without overflow.
+      let bytes = try size()
+      guard bytes < 1 << 32 else { throw r.error("finished call cost \(bytes) out of range") }
+      finished.append((id, bytes))
+    }
     book.finished = FinishedCalls(restoring: finished, evicted: evicted)
     return book
   }
@@ -181,7 +190,7 @@ extension SnapshotReader {
     let nextOrder = try counter()
     var entries: [Deadline] = []
     var orders: Set<UInt64> = []
-    for _ in 0..<(try r.count(minBytes: 25)) {
+    for _ in 0..<(try r.count(minBytes: 21)) {  // a ring or purge with an empty id
       let d = try deadline()
       guard d.order < nextOrder, orders.insert(d.order).inserted else {
         throw r.error("deadline order \(d.order) repeated or not yet numbered")

@@ -58,7 +58,7 @@ final class Participant {
     connectionRaw = connection.raw
   }
 
-  /// A participant as a snapshot describes it (Snapshot.swift); `connection` nil
+  /// A participant as a snapshot describes it (SnapshotEncode.swift); `connection` nil
   /// while lost. The caller has refused the reserved id.
   init(profile: Profile, joinedAtWallMs: Int64, connection: ConnectionID?) {
     self.profile = profile

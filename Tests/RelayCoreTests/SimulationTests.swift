@@ -160,8 +160,12 @@ final class Simulation {
 
 @Suite struct LivenessSimulationTests {
   static func environment(_ name: String) -> UInt64? {
+    environment(string: name).flatMap { UInt64($0) }
+  }
+
+  static func environment(string name: String) -> String? {
     guard let raw = getenv(name) else { return nil }
-    return UInt64(String(cString: raw))
+    return String(cString: raw)
   }
 
   @Test func randomSchedulesKeepEveryInvariant() {
