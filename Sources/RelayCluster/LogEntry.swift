@@ -116,26 +116,26 @@ extension LogBatch {
   /// input is its kind (1 byte) then its fields. Integers little-endian, strings and
   /// byte strings behind a 4-byte length.
   public func encoded() -> [UInt8] {
-    var w = ByteWriter()
+    var w = BinaryWriter()
     w.u8(Self.formatVersion)
     w.u32(node)
     for input in inputs {
-      var one = ByteWriter()
+      var one = BinaryWriter()
       one.input(input)
-      w.bytes(one.out)
+      w.bytes(one.bytes)
     }
-    return w.out
+    return w.bytes
   }
 
   /// Nil for bytes that are not a batch of this version within `limits`.
   public init?(decoding bytes: [UInt8], limits: LogLimits) {
-    var r = ByteReader(bytes: bytes)
-    guard r.u8() == Self.formatVersion, let node = r.u32() else { return nil }
+    var r = BinaryReader(bytes)
+    guard r.maybeU8() == Self.formatVersion, let node = r.maybeU32() else { return nil }
     var inputs: [LogInput] = []
-    while !r.atEnd {
+    while !r.isAtEnd {
       guard inputs.count < limits.maxInputs, let part = r.bytes(max: Int(UInt32.max)) else { return nil }
-      var one = ByteReader(bytes: part)
-      guard let input = one.input(limits), one.atEnd else { return nil }
+      var one = BinaryReader(part)
+      guard let input = one.input(limits), one.isAtEnd else { return nil }
       inputs.append(input)
     }
     guard !inputs.isEmpty else { return nil }
@@ -164,7 +164,7 @@ extension CallAction {
   }
 }
 
-extension ByteWriter {
+extension BinaryWriter {
   fileprivate mutating func input(_ input: LogInput) {
     switch input {
     case .join(let j):
@@ -192,44 +192,44 @@ extension ByteWriter {
   }
 }
 
-extension ByteReader {
+extension BinaryReader {
   fileprivate mutating func input(_ limits: LogLimits) -> LogInput? {
     let field = limits.maxFieldBytes
-    switch u8() {
+    switch maybeU8() {
     case 1:
-      guard let nonce = u64(), let format = u8(), let rules = u32(), let digest = bytes(max: 64),
+      guard let nonce = maybeU64(), let format = maybeU8(), let rules = maybeU32(), let digest = bytes(max: 64),
         let name = string(max: limits.maxNameBytes)
       else { return nil }
       return .join(JoinRequest(name: name, nonce: nonce, rules: ClusterRules(format: format, rules: rules, configDigest: digest)))
     case 2: return .leave
     case 3: return .beat
     case 4: return .tick
-    case 5: return u64().map { .open(connection: $0) }
+    case 5: return maybeU64().map { .open(connection: $0) }
     case 6:
-      guard let c = u64(), let b = bytes(max: limits.maxTextBytes) else { return nil }
+      guard let c = maybeU64(), let b = bytes(max: limits.maxTextBytes) else { return nil }
       return .text(connection: c, b)
     case 7:
-      guard let c = u64(), let clean = u8(), clean <= 1 else { return nil }
+      guard let c = maybeU64(), let clean = maybeU8(), clean <= 1 else { return nil }
       return .closed(connection: c, clean: clean == 1)
     case 8:
-      guard let request = u64(), let action = admin(field) else { return nil }
+      guard let request = maybeU64(), let action = admin(field) else { return nil }
       return .admin(request: request, action)
     case 9:
-      guard let position = u64(), let digest = bytes(max: 64), let stored = u8(), stored <= 1 else { return nil }
+      guard let position = maybeU64(), let digest = bytes(max: 64), let stored = maybeU8(), stored <= 1 else { return nil }
       return .digest(position: position, digest: digest, stored: stored == 1)
-    case 10: return u32().map { .upgrade(rules: $0) }
+    case 10: return maybeU32().map { .upgrade(rules: $0) }
     default: return nil
     }
   }
 
   fileprivate mutating func admin(_ max: Int) -> AdminAction? {
-    switch u8() {
+    switch maybeU8() {
     case 0: return .createSession
     case 1:
       guard let s = string(max: max), let u = string(max: max) else { return nil }
       return .removeParticipant(session: s, uid: u)
     case 2:
-      guard let code = u8(), let a = CallAction(code: code), let id = string(max: max), let t = string(max: max) else {
+      guard let code = maybeU8(), let a = CallAction(code: code), let id = string(max: max), let t = string(max: max) else {
         return nil
       }
       return .call(a, callId: id, token: t)
@@ -242,49 +242,19 @@ extension ByteReader {
   }
 }
 
-struct ByteWriter {
-  var out: [UInt8] = []
-  mutating func u8(_ v: UInt8) { out.append(v) }
-  mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { out.append(contentsOf: $0) } }
-  mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { out.append(contentsOf: $0) } }
-  mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
-  /// Lengths are 4 bytes: callers bound what they write far below 4 GiB.
-  mutating func bytes(_ b: [UInt8]) { u32(UInt32(truncatingIfNeeded: b.count)); out.append(contentsOf: b) }
-  mutating func string(_ s: String) { bytes(Array(s.utf8)) }
-}
-
-/// Reads untrusted bytes: every read returns nil past the end, and a length is
-/// compared with what is left (and with the caller's bound) before anything is copied.
-struct ByteReader {
-  let data: [UInt8]
-  var i = 0
-  init(bytes: [UInt8]) { data = bytes }
-  var atEnd: Bool { i == data.count }
-  mutating func u8() -> UInt8? {
-    guard i < data.count else { return nil }
-    defer { i += 1 }
-    return data[i]
+/// The optional-returning reads a record's decoder uses: any failure rejects the
+/// whole record, so the reason does not matter here.
+extension BinaryReader {
+  fileprivate mutating func maybeU8() -> UInt8? { try? u8() }
+  fileprivate mutating func maybeU32() -> UInt32? { try? u32() }
+  fileprivate mutating func maybeU64() -> UInt64? { try? u64() }
+  /// Bytes no longer than `max` (the length is checked against the input first).
+  fileprivate mutating func bytes(max: Int) -> [UInt8]? {
+    guard let b = try? bytes(), b.count <= max else { return nil }
+    return b
   }
-  mutating func little(_ n: Int) -> UInt64? {
-    guard data.count - i >= n else { return nil }
-    var v: UInt64 = 0
-    for k in 0..<n { v |= UInt64(data[i + k]) << (8 * UInt64(k)) }
-    i += n
-    return v
-  }
-  mutating func u32() -> UInt32? { little(4).map { UInt32(truncatingIfNeeded: $0) } }
-  mutating func u64() -> UInt64? { little(8) }
-  mutating func i64() -> Int64? { u64().map { Int64(bitPattern: $0) } }
-  mutating func bytes(max: Int) -> [UInt8]? {
-    guard let n32 = u32() else { return nil }
-    let n = Int(n32)
-    guard n <= max, data.count - i >= n else { return nil }
-    defer { i += n }
-    return Array(data[i..<(i + n)])
-  }
-  mutating func string(max: Int) -> String? {
-    guard let b = bytes(max: max) else { return nil }
-    // Strings from the log are compared and stored as the core does: valid UTF-8 only.
-    return String(validating: b, as: UTF8.self)
+  fileprivate mutating func string(max: Int) -> String? {
+    guard let s = try? string(), s.utf8.count <= max else { return nil }
+    return s
   }
 }
