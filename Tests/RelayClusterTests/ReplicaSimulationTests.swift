@@ -91,6 +91,8 @@ private struct World {
   var rng: SeededRandom
   var nowMs: Int64 = 1_800_000_000_000
   var log: [RawRecord] = []
+  /// The append script's counter: records written by hand do not move it.
+  var positions = 0
   var nodes: [SimNode] = []
   let config: CoreConfig
   let seed: [UInt8]
@@ -111,13 +113,15 @@ private struct World {
       let node = SimNode(number: UInt32(n), seed: self.seed, config: c, timeoutMs: timeoutMs)
       nodes.append(node)
       let join = JoinRequest(name: "n\(n)", nonce: UInt64(n), rules: testRules)
-      log.append(record(log.count + 1, at: nowMs, node: 0, [.join(join)]))
+      positions += 1
+      log.append(record(positions, at: nowMs, node: 0, [.join(join)]))
     }
   }
 
   mutating func append(_ node: SimNode, _ input: LogInput) {
     // A paused node writes late: its records land after its death was declared.
-    log.append(record(log.count + 1, at: nowMs, node: node.number, [input]))
+    positions += 1
+    log.append(record(positions, at: nowMs, node: node.number, [input]))
   }
 
   mutating func text(_ node: SimNode, _ c: UInt64, _ json: String) {
@@ -129,7 +133,7 @@ private struct World {
     let paused = nowMs < node.pausedUntilMs
     let uid = "u\(rng.below(5))"
     let session = "s\(rng.below(2))"
-    switch rng.below(14) {
+    switch rng.below(15) {
     case 0, 1:
       let c = Replica.connectionID(node: node.number, local: node.nextLocal).raw
       node.nextLocal += 1
@@ -162,6 +166,19 @@ private struct World {
       if !paused, rng.below(6) == 0 { node.pausedUntilMs = nowMs + timeoutMs + Int64(rng.below(3_000)) }
     case 11:
       append(node, .admin(request: UInt64(rng.below(1000)), .removeParticipant(session: session, uid: uid)))
+    case 13:
+      // A record XADDed by hand: garbage at the next position, a stale or skipping
+      // position, a time out of range, or a node that never joined.
+      var raw = record(positions + 1, at: nowMs, node: UInt32(rng.below(3) == 0 ? 9 : Int(node.number)), [.beat])
+      switch rng.below(4) {
+      case 0: raw.batch = (0..<rng.below(30)).map { _ in UInt8(rng.below(256)) }
+      case 1: raw.position = Array(String(max(1, positions - rng.below(3))).utf8)
+      case 2: raw.timeMs = Array(String(Int64(1) << 50).utf8)
+      default: raw.position = Array(String(positions + 2 + rng.below(5)).utf8)
+      }
+      log.append(raw)
+      // The legitimate record counted at the position the crafted one may have taken.
+      append(node, .beat)
     default:
       nowMs += Int64(rng.below(700))
       // Live nodes beat; the ticker ticks.
@@ -189,8 +206,9 @@ private struct World {
     }
     // A node that starts from the newest snapshot and reads only the tail produces the
     // same effects for the tail and ends in the same state.
-    let (index, bytes) = try #require(reference.snapshots.last)
-    #expect(late.snapshots.last?.bytes == bytes, "every replica writes the same snapshot bytes")
+    #expect(late.snapshots.map(\.bytes) == reference.snapshots.map(\.bytes), "every replica writes the same snapshot bytes")
+    // A restart from a snapshot that is not the newest reads through later snapshot positions.
+    let (index, bytes) = try #require(reference.snapshots.dropLast(Int(seed % 2)).last ?? reference.snapshots.last)
     let restored = try restoreReplica(bytes, seed: world.seed, config: world.config, timeoutMs: world.timeoutMs)
     var tail: [String] = []
     for r in world.log[(index + 1)...] { tail.append(fingerprint(restored.apply(r))) }
