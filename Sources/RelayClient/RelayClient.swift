@@ -23,6 +23,24 @@ public struct RelayClientOptions: Sendable {
 
   /// The defaults: 500 ms to 20 s backoff, 10 s per attempt.
   public init() {}
+
+  /// Which socket implementation carries the protocol (tests pick `.urlSession`
+  /// on Linux to run the Apple transport against the relay).
+  var transport: TransportKind = .platformDefault
+}
+
+/// The socket implementations of `RelayClient`.
+enum TransportKind: Sendable {
+  /// `URLSessionWebSocketTask` (Apple platforms; FoundationNetworking on Linux).
+  case urlSession
+  /// The project's EventLoop and RelayWebSocket on a thread of their own (Linux).
+  case loop
+
+  #if canImport(Darwin)
+    static let platformDefault = TransportKind.urlSession
+  #else
+    static let platformDefault = TransportKind.loop
+  #endif
 }
 
 /// A client of a Relay server: one WebSocket, resumed across network failures, with
@@ -53,6 +71,7 @@ public final class RelayClient: @unchecked Sendable {
   private var currentAuth: RelayAuth
   private var transport: (any TransportHandle)?
   private let configuration: ClientConfiguration
+  private let transportKind: TransportKind
   private var nextRequestID: UInt64 = 1
   private var replyWaiters: [UInt64: CheckedContinuation<(reply: CommandReply, state: ClientMachine.Snapshot), Never>] = [:]
   private var connectWaiters: [CheckedContinuation<Result<Void, RelayError>, Never>] = []
@@ -75,9 +94,10 @@ public final class RelayClient: @unchecked Sendable {
     configuration.backoffBaseMs = options.backoffBaseMs
     configuration.backoffCapMs = options.backoffCapMs
     configuration.connectTimeoutMs = options.connectTimeoutMs
+    transportKind = options.transport
+    // URLSession answers pings without telling us: keep liveness with app pings (§5).
+    configuration.sendsAppPings = options.transport == .urlSession
     #if canImport(Darwin)
-      // URLSession answers pings without telling us: keep liveness with app pings (§5).
-      configuration.sendsAppPings = true
       self.callbackQueue = callbackQueue ?? .main
     #else
       // A programmer error, caught at construction rather than at the first connect.
@@ -262,17 +282,16 @@ public final class RelayClient: @unchecked Sendable {
     var current = self.configuration
     current.auth = currentAuth
     let configuration = current
-    #if canImport(Darwin)
-      return URLSessionTransport(url: url) {
-        ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
+    let makeRunner: @Sendable () -> ClientRunner = {
+      ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
+    }
+    #if canImport(EventLoop)
+      if transportKind == .loop {
+        let endpoint = WebSocketEndpoint(url)!  // checked in init
+        return LoopThreadHandle(LoopThread(endpoint: endpoint, makeRunner: makeRunner))
       }
-    #else
-      let endpoint = WebSocketEndpoint(url)!  // checked in init
-      return LoopThreadHandle(
-        LoopThread(endpoint: endpoint) {
-          ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
-        })
     #endif
+    return URLSessionTransport(url: url, makeRunner: makeRunner)
   }
 
   /// Runs on `callbackQueue`: state first, then listeners, event streams and replies
