@@ -102,13 +102,16 @@ extension RoomModel: @MainActor SessionStatusListener {
     relay.stop()
   }
 
-  @Test("a @MainActor model registers itself as listener and is called on the main actor")
+  @Test(
+    "a @MainActor model registers itself as listener and is called on the main actor",
+    arguments: [false, true])
   @MainActor
-  func mainActorListeners() async throws {
+  func mainActorListeners(mainCallbackQueue: Bool) async throws {
     let relay = try RelayProcess([])
     // The Linux default callback queue is a private one: the SDK still calls the
-    // model on the main actor, because it registered from there.
-    let alice = RelayClient(url: relay.url, auth: dev("alice"))
+    // model on the main actor, because it registered from there. With the main
+    // queue as callback queue (the Apple default) it is called there directly.
+    let alice = RelayClient(url: relay.url, auth: dev("alice"), callbackQueue: mainCallbackQueue ? .main : nil)
     let bob = RelayClient(url: relay.url, auth: dev("bob"))
     let model = RoomModel(client: alice)
     try await alice.connect()
