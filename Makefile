@@ -2,6 +2,9 @@
 # and `make test` (the whole suite). `make bench` runs the benchmarks.
 SWIFT ?= swift
 LISTEN ?= 127.0.0.1:8080
+# Release builds skip Swift's dynamic exclusivity checks (Package.swift, `hot`): a
+# command-line flag, since SwiftPM refuses unsafeFlags in a versioned dependency.
+RELEASE_FLAGS ?= -c release -Xswiftc -enforce-exclusivity=unchecked
 
 .PHONY: deps test-deps build release run test unit integration bench bench-cluster bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan embed clean
 
@@ -15,7 +18,7 @@ build: deps
 	$(SWIFT) build
 
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build $(RELEASE_FLAGS)
 
 run: release
 	.build/release/relay serve --listen $(LISTEN)
@@ -32,16 +35,16 @@ integration:
 	RELAY_BIN=$(CURDIR)/.build/debug/relay python3 -m pytest -q -c Tests/integration/pytest.ini Tests/integration
 
 bench: release
-	bash Benchmarks/run.sh
+	RELEASE_FLAGS="$(RELEASE_FLAGS)" bash Benchmarks/run.sh
 
 # Cluster figures (docs/cluster.md): needs redis-server (`make test-deps`).
 bench-cluster: release
-	$(SWIFT) build -c release --product relay-bots
+	$(SWIFT) build $(RELEASE_FLAGS) --product relay-bots
 	python3 Benchmarks/cluster.py
 
 # TLS figures (docs/tls.md): wss against ws, idle memory, handshakes per second.
 bench-tls: release
-	$(SWIFT) build -c release --product relay-bots
+	$(SWIFT) build $(RELEASE_FLAGS) --product relay-bots
 	python3 Benchmarks/tls.py
 
 # What OpenSSL itself holds per idle server connection (Benchmarks/tls-floor/README.md).

@@ -7,18 +7,22 @@ let strict: [SwiftSetting] = [
   .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
-// Release builds of the relay's own modules skip Swift's dynamic exclusivity checks:
-// on the fan-out path they cost more than the dictionary lookup (a thread-local
-// access set for every class-property modify; figures in Benchmarks/results/).
-// Everything runs on the one loop thread; debug builds, which the tests use, keep
-// the checks, so an overlapping access still fails there.
-let hot: [SwiftSetting] = strict + [
-  .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))
-]
+// The relay's own modules are built for release with Swift's dynamic exclusivity
+// checks off: on the fan-out path they cost more than the dictionary lookup (a
+// thread-local access set for every class-property modify; figures in
+// Benchmarks/results/). That flag is passed on the command line
+// (`swift build -c release -Xswiftc -enforce-exclusivity=unchecked`: `make release`,
+// `make bench`, the Dockerfile; there it covers every module of the build, the
+// dependencies' too, all of which keep their checks in debug), not here: SwiftPM refuses `unsafeFlags` in any
+// target of a product another package depends on by version, and `RelayClient`
+// is such a product. Debug builds, which the tests use, keep the checks.
+let hot: [SwiftSetting] = strict
 
 let package = Package(
   name: "Relay",
-  platforms: [.macOS(.v14)],
+  // The client's floor: `@Observable` state (iOS 17, macOS 14, tvOS 17, visionOS 1) and
+  // `URLSessionWebSocketTask`. No watchOS: it allows that task to audio apps only.
+  platforms: [.iOS(.v17), .macOS(.v14), .tvOS(.v17), .visionOS(.v1)],
   products: [
     .executable(name: "relay", targets: ["relay"]),
     .executable(name: "relay-bots", targets: ["relay-bots"]),

@@ -19,6 +19,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 RUNS="${BENCH_RUNS:-3}"
 SWIFT="${SWIFT:-swift}"
+# As `make release`: no dynamic exclusivity checks (a command-line flag; Package.swift says why).
+RELEASE_FLAGS="${RELEASE_FLAGS:--c release -Xswiftc -enforce-exclusivity=unchecked}"
 BIN="$ROOT/.build/release"
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 RAW="$ROOT/Benchmarks/results/raw/$STAMP"
@@ -348,8 +350,10 @@ EOF
 if [ "${1:-}" = summarize ]; then summarize "$2"; exit 0; fi
 
 echo "building release…" >&2
-"$SWIFT" build -c release --product relay >&2
-"$SWIFT" build -c release --product relay-bots >&2
+# shellcheck disable=SC2086  # RELEASE_FLAGS is a list of words
+"$SWIFT" build $RELEASE_FLAGS --product relay >&2
+# shellcheck disable=SC2086
+"$SWIFT" build $RELEASE_FLAGS --product relay-bots >&2
 cc -O2 -o "$ROOT/.build/floor" Benchmarks/floor/floor.c -luv -lcrypto >&2
 
 for c in "${CONFIGS[@]}"; do

@@ -1,6 +1,7 @@
 // The commands, each in two forms: fire-and-forget (for UI actions; the events are
-// the source of truth, §18 item 3) and async, returning the relay's `ok` or throwing
-// its error code.
+// the source of truth, §18 item 3) and async, returning once the relay said `ok`
+// (with a typed value where there is one: the joined `SessionState`, the `Call`) or
+// throwing its error code.
 
 public import RelayClientCore
 public import RelayProtocol
@@ -11,19 +12,26 @@ extension RelayClient {
   /// Joins a session (`session.join`); `onSessionJoined` follows.
   public func joinSession(sessionID: String) { post(.command(.joinSession(sessionID), requestID: nil)) }
 
-  /// Joins a session and returns once its snapshot is in `state`.
+  /// Joins a session and returns its state (participants, hand queue) as the
+  /// relay's snapshot gave it; `state.sessions[sessionID]` holds the same by then.
   @discardableResult
-  public func joinSession(sessionID: String) async throws(RelayError) -> JSONObject {
-    try await request(.joinSession(sessionID)).get()
+  public func joinSession(sessionID: String) async throws(RelayError) -> SessionState {
+    let (reply, snapshot) = await requestWithState(.joinSession(sessionID))
+    _ = try reply.get()
+    // The reply comes once `session.joined` was applied (ClientMachine); a session
+    // already gone again (removed at once) is reported as such.
+    guard let session = snapshot.sessions[sessionID] else {
+      throw .server(code: .notInSession, message: "session \(sessionID) left right after the join")
+    }
+    return session
   }
 
   /// Leaves a session (`session.leave`); `onSessionLeft` follows.
   public func leaveSession(sessionID: String) { post(.command(.leaveSession(sessionID), requestID: nil)) }
 
   /// Leaves a session and returns once it is gone from `state`.
-  @discardableResult
-  public func leaveSession(sessionID: String) async throws(RelayError) -> JSONObject {
-    try await request(.leaveSession(sessionID)).get()
+  public func leaveSession(sessionID: String) async throws(RelayError) {
+    _ = try await request(.leaveSession(sessionID)).get()
   }
 
   /// Sends an app message (`message.send`, `data` ≤ 8 192 bytes encoded) to every
@@ -32,10 +40,9 @@ extension RelayClient {
     post(.command(.sendMessage(session: sessionID, data: data), requestID: nil))
   }
 
-  /// Sends an app message and returns the relay's `ok`.
-  @discardableResult
-  public func sendMessage(_ data: JSONValue, sessionID: String) async throws(RelayError) -> JSONObject {
-    try await request(.sendMessage(session: sessionID, data: data)).get()
+  /// Sends an app message and returns once the relay accepted it.
+  public func sendMessage(_ data: JSONValue, sessionID: String) async throws(RelayError) {
+    _ = try await request(.sendMessage(session: sessionID, data: data)).get()
   }
 
   /// Removes a participant (host only, `participant.remove`).
@@ -43,10 +50,9 @@ extension RelayClient {
     post(.command(.removeParticipant(session: sessionID, uid: uid), requestID: nil))
   }
 
-  /// Removes a participant (host only) and returns the relay's `ok`.
-  @discardableResult
-  public func removeParticipant(uid: String, sessionID: String) async throws(RelayError) -> JSONObject {
-    try await request(.removeParticipant(session: sessionID, uid: uid)).get()
+  /// Removes a participant (host only) and returns once the relay accepted it.
+  public func removeParticipant(uid: String, sessionID: String) async throws(RelayError) {
+    _ = try await request(.removeParticipant(session: sessionID, uid: uid)).get()
   }
 
   // MARK: Raise hand
@@ -54,10 +60,9 @@ extension RelayClient {
   /// Raises this user's hand (`hand.raise`): it joins the back of the queue.
   public func raiseHand(sessionID: String) { post(.command(.raiseHand(session: sessionID), requestID: nil)) }
 
-  /// Raises this user's hand and returns the relay's `ok`.
-  @discardableResult
-  public func raiseHand(sessionID: String) async throws(RelayError) -> JSONObject {
-    try await request(.raiseHand(session: sessionID)).get()
+  /// Raises this user's hand and returns once the relay accepted it.
+  public func raiseHand(sessionID: String) async throws(RelayError) {
+    _ = try await request(.raiseHand(session: sessionID)).get()
   }
 
   /// Lowers this user's hand (`hand.lower`).
@@ -65,10 +70,9 @@ extension RelayClient {
     post(.command(.lowerHand(session: sessionID, uid: nil), requestID: nil))
   }
 
-  /// Lowers this user's hand and returns the relay's `ok`.
-  @discardableResult
-  public func lowerHand(sessionID: String) async throws(RelayError) -> JSONObject {
-    try await request(.lowerHand(session: sessionID, uid: nil)).get()
+  /// Lowers this user's hand and returns once the relay accepted it.
+  public func lowerHand(sessionID: String) async throws(RelayError) {
+    _ = try await request(.lowerHand(session: sessionID, uid: nil)).get()
   }
 
   /// Lowers another participant's hand (host only).
@@ -76,10 +80,9 @@ extension RelayClient {
     post(.command(.lowerHand(session: sessionID, uid: uid), requestID: nil))
   }
 
-  /// Lowers another participant's hand (host only) and returns the relay's `ok`.
-  @discardableResult
-  public func lowerHand(uid: String, sessionID: String) async throws(RelayError) -> JSONObject {
-    try await request(.lowerHand(session: sessionID, uid: uid)).get()
+  /// Lowers another participant's hand (host only) and returns once the relay accepted it.
+  public func lowerHand(uid: String, sessionID: String) async throws(RelayError) {
+    _ = try await request(.lowerHand(session: sessionID, uid: uid)).get()
   }
 
   /// Lowers every hand (host only, `hand.lower_all`).
@@ -87,10 +90,9 @@ extension RelayClient {
     post(.command(.lowerAllHands(session: sessionID), requestID: nil))
   }
 
-  /// Lowers every hand (host only) and returns the relay's `ok`.
-  @discardableResult
-  public func lowerAllHands(sessionID: String) async throws(RelayError) -> JSONObject {
-    try await request(.lowerAllHands(session: sessionID)).get()
+  /// Lowers every hand (host only) and returns once the relay accepted it.
+  public func lowerAllHands(sessionID: String) async throws(RelayError) {
+    _ = try await request(.lowerAllHands(session: sessionID)).get()
   }
 
   // MARK: Calls
@@ -100,12 +102,13 @@ extension RelayClient {
   public func initiateCall(to: [String], callType: CallType, metadata: JSONObject? = nil)
     async throws(RelayError) -> Call
   {
-    let ok = try await request(.initiateCall(to: to, callType: callType, metadata: metadata)).get()
+    let (reply, snapshot) = await requestWithState(.initiateCall(to: to, callType: callType, metadata: metadata))
+    let ok = try reply.get()
     let id = ok["callId"]?.stringValue ?? ""
-    return state.calls[id]
+    return snapshot.calls[id]
       ?? Call(
         id: id, sessionID: ok["sessionId"]?.stringValue ?? "", direction: .outgoing,
-        from: state.user ?? CallUser(uid: "", name: ""), to: to, callType: callType, metadata: metadata)
+        from: snapshot.user ?? CallUser(uid: "", name: ""), to: to, callType: callType, metadata: metadata)
   }
 
   /// `initiateCall` for code without async: `completion` runs on the callback queue.
@@ -127,10 +130,9 @@ extension RelayClient {
   /// `onIncomingCallCancelled(.answeredElsewhere)`.
   public func acceptCall(callID: String) { post(.command(.acceptCall(callID), requestID: nil)) }
 
-  /// Accepts an incoming call and returns the relay's `ok`.
-  @discardableResult
-  public func acceptCall(callID: String) async throws(RelayError) -> JSONObject {
-    try await request(.acceptCall(callID)).get()
+  /// Accepts an incoming call and returns once the relay accepted it.
+  public func acceptCall(callID: String) async throws(RelayError) {
+    _ = try await request(.acceptCall(callID)).get()
   }
 
   /// Rejects an incoming call; `reason` is `declined` (default) or `busy`.
@@ -138,28 +140,25 @@ extension RelayClient {
     post(.command(.rejectCall(callID, reason: reason), requestID: nil))
   }
 
-  /// Rejects an incoming call and returns the relay's `ok`.
-  @discardableResult
-  public func rejectCall(callID: String, reason: String? = nil) async throws(RelayError) -> JSONObject {
-    try await request(.rejectCall(callID, reason: reason)).get()
+  /// Rejects an incoming call and returns once the relay accepted it.
+  public func rejectCall(callID: String, reason: String? = nil) async throws(RelayError) {
+    _ = try await request(.rejectCall(callID, reason: reason)).get()
   }
 
   /// Cancels this user's ringing call (`call.cancel`).
   public func cancelCall(callID: String) { post(.command(.cancelCall(callID), requestID: nil)) }
 
-  /// Cancels this user's ringing call and returns the relay's `ok`.
-  @discardableResult
-  public func cancelCall(callID: String) async throws(RelayError) -> JSONObject {
-    try await request(.cancelCall(callID)).get()
+  /// Cancels this user's ringing call and returns once the relay accepted it.
+  public func cancelCall(callID: String) async throws(RelayError) {
+    _ = try await request(.cancelCall(callID)).get()
   }
 
   /// Ends an accepted call for every party (`call.end`).
   public func endCall(callID: String) { post(.command(.endCall(callID), requestID: nil)) }
 
-  /// Ends an accepted call and returns the relay's `ok`.
-  @discardableResult
-  public func endCall(callID: String) async throws(RelayError) -> JSONObject {
-    try await request(.endCall(callID)).get()
+  /// Ends an accepted call and returns once the relay accepted it.
+  public func endCall(callID: String) async throws(RelayError) {
+    _ = try await request(.endCall(callID)).get()
   }
 
   // MARK: Testing

@@ -23,6 +23,24 @@ public struct RelayClientOptions: Sendable {
 
   /// The defaults: 500 ms to 20 s backoff, 10 s per attempt.
   public init() {}
+
+  /// Which socket implementation carries the protocol (tests pick `.urlSession`
+  /// on Linux to run the Apple transport against the relay).
+  var transport: TransportKind = .platformDefault
+}
+
+/// The socket implementations of `RelayClient`.
+enum TransportKind: Sendable {
+  /// `URLSessionWebSocketTask` (Apple platforms; FoundationNetworking on Linux).
+  case urlSession
+  /// The project's EventLoop and RelayWebSocket on a thread of their own (Linux).
+  case loop
+
+  #if canImport(Darwin)
+    static let platformDefault = TransportKind.urlSession
+  #else
+    static let platformDefault = TransportKind.loop
+  #endif
 }
 
 /// A client of a Relay server: one WebSocket, resumed across network failures, with
@@ -31,10 +49,13 @@ public struct RelayClientOptions: Sendable {
 ///     let client = RelayClient(url: URL(string: "wss://relay.example.com/v1/ws")!,
 ///                              auth: .token(jwt))
 ///     client.addCallListener(id: "calls", self)
-///     client.connect()
+///     try await client.connect()
+///     let room: SessionState = try await client.joinSession(sessionID: "standup")
+///     for await event in client.events { … }
 ///
-/// Thread-safe: call it from any thread. Listener callbacks and `state` updates
-/// happen on `callbackQueue`, in the order the relay sent the events.
+/// Thread-safe: call it from any thread. Listener callbacks, `events` and `state`
+/// updates happen on `callbackQueue`, in the order the relay sent the events; a
+/// listener added from the main actor is called on the main actor.
 public final class RelayClient: @unchecked Sendable {
   /// The relay's WebSocket URL (`…/v1/ws`).
   public let url: URL
@@ -50,16 +71,19 @@ public final class RelayClient: @unchecked Sendable {
   private var currentAuth: RelayAuth
   private var transport: (any TransportHandle)?
   private let configuration: ClientConfiguration
+  private let transportKind: TransportKind
   private var nextRequestID: UInt64 = 1
-  private var replyWaiters: [UInt64: CheckedContinuation<CommandReply, Never>] = [:]
+  private var replyWaiters: [UInt64: CheckedContinuation<(reply: CommandReply, state: ClientMachine.Snapshot), Never>] = [:]
   private var connectWaiters: [CheckedContinuation<Result<Void, RelayError>, Never>] = []
-  private var sessionListeners: [(id: String, listener: any SessionStatusListener)] = []
-  private var participantListeners: [(id: String, listener: any ParticipantEventListener)] = []
-  private var callListeners: [(id: String, listener: any CallListener)] = []
+  private var sessionListeners: [Registered<any SessionStatusListener>] = []
+  private var participantListeners: [Registered<any ParticipantEventListener>] = []
+  private var callListeners: [Registered<any CallListener>] = []
+  private var eventStreams: [UInt64: AsyncStream<ClientEvent>.Continuation] = [:]
+  private var nextStreamID: UInt64 = 0
 
-  /// Creates a client; nothing happens until `connect()`. On Linux `url` must be
-  /// `ws://` (the Linux transport has no TLS yet); host names are resolved at each
-  /// connection attempt.
+  /// Creates a client; nothing happens until `connect()`. `url` is `ws://` or
+  /// `wss://` (on Linux TLS is verified against the system's trust store, which
+  /// `SSL_CERT_FILE` overrides); host names are resolved at each connection attempt.
   public init(
     url: URL, auth: RelayAuth, options: RelayClientOptions = RelayClientOptions(),
     callbackQueue: DispatchQueue? = nil
@@ -70,14 +94,15 @@ public final class RelayClient: @unchecked Sendable {
     configuration.backoffBaseMs = options.backoffBaseMs
     configuration.backoffCapMs = options.backoffCapMs
     configuration.connectTimeoutMs = options.connectTimeoutMs
+    transportKind = options.transport
+    // URLSession answers pings without telling us: keep liveness with app pings (§5).
+    configuration.sendsAppPings = options.transport == .urlSession
     #if canImport(Darwin)
-      // URLSession answers pings without telling us: keep liveness with app pings (§5).
-      configuration.sendsAppPings = true
       self.callbackQueue = callbackQueue ?? .main
     #else
       // A programmer error, caught at construction rather than at the first connect.
       precondition(
-        WebSocketEndpoint(url) != nil, "RelayClient on Linux speaks ws:// (no TLS yet); got \(url)")
+        WebSocketEndpoint(url) != nil, "RelayClient needs a ws:// or wss:// URL; got \(url)")
       self.callbackQueue = callbackQueue ?? DispatchQueue(label: "RelayClient.callbacks")
     #endif
     self.configuration = configuration
@@ -85,6 +110,7 @@ public final class RelayClient: @unchecked Sendable {
 
   deinit {
     transport?.post(.shutdown)
+    for continuation in eventStreams.values { continuation.finish() }
   }
 
   /// The current connection state (also `state.connectionState`).
@@ -131,12 +157,20 @@ public final class RelayClient: @unchecked Sendable {
   }
 
   // MARK: - Listeners
+  //
+  // `isolation` is the caller's actor, filled in by the compiler: a listener added
+  // from the main actor (a `@MainActor` view model conforming with
+  // `extension Model: @MainActor CallListener`) is always called on the main actor,
+  // even with a `callbackQueue` other than the main queue.
 
   /// Adds (or replaces, by `id`) a session status listener. Held strongly until removed.
-  public func addSessionStatusListener(id: String, _ listener: any SessionStatusListener) {
+  public func addSessionStatusListener(
+    id: String, _ listener: any SessionStatusListener, isolation: isolated (any Actor)? = #isolation
+  ) {
+    let entry = Registered(id: id, listener: listener, onMainActor: Self.isMainActor(isolation))
     lock.withLock {
       sessionListeners.removeAll { $0.id == id }
-      sessionListeners.append((id, listener))
+      sessionListeners.append(entry)
     }
   }
 
@@ -146,10 +180,13 @@ public final class RelayClient: @unchecked Sendable {
   }
 
   /// Adds (or replaces, by `id`) a participant event listener. Held strongly until removed.
-  public func addParticipantEventListener(id: String, _ listener: any ParticipantEventListener) {
+  public func addParticipantEventListener(
+    id: String, _ listener: any ParticipantEventListener, isolation: isolated (any Actor)? = #isolation
+  ) {
+    let entry = Registered(id: id, listener: listener, onMainActor: Self.isMainActor(isolation))
     lock.withLock {
       participantListeners.removeAll { $0.id == id }
-      participantListeners.append((id, listener))
+      participantListeners.append(entry)
     }
   }
 
@@ -159,16 +196,49 @@ public final class RelayClient: @unchecked Sendable {
   }
 
   /// Adds (or replaces, by `id`) a call listener. Held strongly until removed.
-  public func addCallListener(id: String, _ listener: any CallListener) {
+  public func addCallListener(
+    id: String, _ listener: any CallListener, isolation: isolated (any Actor)? = #isolation
+  ) {
+    let entry = Registered(id: id, listener: listener, onMainActor: Self.isMainActor(isolation))
     lock.withLock {
       callListeners.removeAll { $0.id == id }
-      callListeners.append((id, listener))
+      callListeners.append(entry)
     }
   }
 
   /// Removes the call listener added with `id`.
   public func removeCallListener(id: String) {
     lock.withLock { callListeners.removeAll { $0.id == id } }
+  }
+
+  private static func isMainActor(_ isolation: (any Actor)?) -> Bool {
+    guard let isolation else { return false }
+    return isolation === MainActor.shared
+  }
+
+  // MARK: - Events as an AsyncSequence
+
+  /// Every event from now on, in the order the listeners get them:
+  ///
+  ///     for await event in client.events {
+  ///       if case .incomingCall(let call) = event { … }
+  ///     }
+  ///
+  /// Each access is a new subscription with its own unbounded buffer; it ends when
+  /// the loop is cancelled or the client is released. Events only: replies come
+  /// back from the async commands, state is in `state`.
+  public var events: AsyncStream<ClientEvent> {
+    let (stream, continuation) = AsyncStream.makeStream(of: ClientEvent.self, bufferingPolicy: .unbounded)
+    let id: UInt64 = lock.withLock {
+      nextStreamID += 1
+      eventStreams[nextStreamID] = continuation
+      return nextStreamID
+    }
+    continuation.onTermination = { [weak self] _ in
+      guard let self else { return }
+      _ = self.lock.withLock { self.eventStreams.removeValue(forKey: id) }
+    }
+    return stream
   }
 
   // MARK: - Plumbing
@@ -186,6 +256,11 @@ public final class RelayClient: @unchecked Sendable {
   /// Sends `command` and waits for the server's reply (delivered on the callback
   /// queue after the state it caused, for joins and leaves).
   func request(_ command: ClientCommand) async -> CommandReply {
+    await requestWithState(command).reply
+  }
+
+  /// `request`, with the state as it was right after the reply (for typed results).
+  func requestWithState(_ command: ClientCommand) async -> (reply: CommandReply, state: ClientMachine.Snapshot) {
     await withCheckedContinuation { continuation in
       let id: UInt64 = lock.withLock {
         let id = nextRequestID
@@ -207,34 +282,51 @@ public final class RelayClient: @unchecked Sendable {
     var current = self.configuration
     current.auth = currentAuth
     let configuration = current
-    #if canImport(Darwin)
-      return URLSessionTransport(url: url) {
-        ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
+    let makeRunner: @Sendable () -> ClientRunner = {
+      ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
+    }
+    #if canImport(EventLoop)
+      if transportKind == .loop {
+        let endpoint = WebSocketEndpoint(url)!  // checked in init
+        return LoopThreadHandle(LoopThread(endpoint: endpoint, makeRunner: makeRunner))
       }
-    #else
-      let endpoint = WebSocketEndpoint(url)!  // checked in init
-      return LoopThreadHandle(
-        LoopThread(endpoint: endpoint) {
-          ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
-        })
     #endif
+    return URLSessionTransport(url: url, makeRunner: makeRunner)
   }
 
-  /// Runs on `callbackQueue`: state first, then listeners and replies in order.
+  /// Runs on `callbackQueue`: state first, then listeners, event streams and replies
+  /// in order. Listeners added from the main actor run there: directly when this
+  /// is the main queue, else in a block queued on it per batch (in batch order).
   private func apply(_ batch: DeliveryBatch) {
     state.update(batch.snapshot)
-    let (sessions, participants, calls) = lock.withLock {
-      (sessionListeners.map(\.listener), participantListeners.map(\.listener), callListeners.map(\.listener))
+    let (sessions, participants, calls, streams) = lock.withLock {
+      (sessionListeners, participantListeners, callListeners, Array(eventStreams.values))
     }
+    // Not `Thread.isMainThread`: on Linux a worker thread drains the main queue.
+    let onMainQueue = callbackQueue === DispatchQueue.main
+    let here = Listeners(sessions, participants, calls) { onMainQueue || !$0 }
+    let forMain = onMainQueue ? nil : Listeners(sessions, participants, calls) { $0 }
+    var mainEvents: [ClientEvent] = []
     for effect in batch.effects {
       switch effect {
       case .event(let event):
         if case .connectionClosed(let code, _) = event { lastCloseCode = code }
-        dispatch(event, sessions: sessions, participants: participants, calls: calls)
+        dispatch(event, sessions: here.sessions, participants: here.participants, calls: here.calls)
+        if let forMain, !forMain.isEmpty { mainEvents.append(event) }
+        for stream in streams { stream.yield(event) }
       case .reply(let id, let reply):
-        lock.withLock { replyWaiters.removeValue(forKey: id) }?.resume(returning: reply)
+        lock.withLock { replyWaiters.removeValue(forKey: id) }?.resume(returning: (reply, batch.snapshot))
       default:
         break
+      }
+    }
+    if let forMain, !mainEvents.isEmpty {
+      let deliver = UncheckedBox((forMain, mainEvents))
+      DispatchQueue.main.async {
+        let (listeners, events) = deliver.value
+        for event in events {
+          dispatch(event, sessions: listeners.sessions, participants: listeners.participants, calls: listeners.calls)
+        }
       }
     }
     resolveConnectWaiters(batch.snapshot.connectionState)
@@ -259,6 +351,39 @@ public final class RelayClient: @unchecked Sendable {
 
   /// Touched only on `callbackQueue`.
   private var lastCloseCode: UInt16 = 0
+}
+
+/// A registered listener and where it must be called.
+struct Registered<Listener> {
+  var id: String
+  var listener: Listener
+  /// Added from the main actor: called on the main actor.
+  var onMainActor: Bool
+}
+
+/// The listeners of one batch, picked by where they run.
+struct Listeners {
+  var sessions: [any SessionStatusListener]
+  var participants: [any ParticipantEventListener]
+  var calls: [any CallListener]
+
+  init(
+    _ s: [Registered<any SessionStatusListener>], _ p: [Registered<any ParticipantEventListener>],
+    _ c: [Registered<any CallListener>], where include: (Bool) -> Bool
+  ) {
+    sessions = s.filter { include($0.onMainActor) }.map(\.listener)
+    participants = p.filter { include($0.onMainActor) }.map(\.listener)
+    calls = c.filter { include($0.onMainActor) }.map(\.listener)
+  }
+
+  var isEmpty: Bool { sessions.isEmpty && participants.isEmpty && calls.isEmpty }
+}
+
+/// Carries listeners (not `Sendable`: they are the app's objects) to the main queue,
+/// where the ones added from the main actor belong.
+struct UncheckedBox<Value>: @unchecked Sendable {
+  let value: Value
+  init(_ value: Value) { self.value = value }
 }
 
 #if canImport(EventLoop)
