@@ -24,6 +24,10 @@ public struct CoreConfig: Sendable {
   /// `joinWindowMs` (sliding). 20 lets a client join its 16 sessions at once.
   public var joinRate = 20
   public var joinWindowMs: Int64 = 10_000
+  /// §3 `--max-name-bytes` / `--max-avatar-bytes`: UTF-8 bytes of an identity's
+  /// `name` and `avatar` (dev `hello` and token claims) → `bad_request`, close 4501.
+  public var maxNameBytes = 256
+  public var maxAvatarBytes = 1_024
   /// §1: `hello` within this long of the upgrade, else close 4501.
   public var helloTimeoutMs: Int64 = 10_000
   /// §5 heartbeat values, advertised in `welcome.heartbeat`.

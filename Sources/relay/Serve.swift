@@ -27,6 +27,8 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("max-bad-messages")) var maxBadMessages: Int?
   @Option(name: .customLong("message-rate"), help: "message.send per participant per 1000 ms") var messageRate: Int?
   @Option(name: .customLong("join-rate"), help: "session.join + session.leave per connection per 10000 ms") var joinRate: Int?
+  @Option(name: .customLong("max-name-bytes"), help: "UTF-8 bytes of a user's name (hello.dev or token)") var maxNameBytes: Int?
+  @Option(name: .customLong("max-avatar-bytes"), help: "UTF-8 bytes of a user's avatar (hello.dev or token)") var maxAvatarBytes: Int?
   @Option(name: .customLong("heartbeat-interval"), help: "ms") var heartbeatInterval: Int?
   @Option(name: .customLong("heartbeat-timeout"), help: "ms") var heartbeatTimeout: Int?
   @Option(help: "ms") var grace: Int?

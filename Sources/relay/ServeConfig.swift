@@ -45,6 +45,8 @@ extension Serve {
     if let v = try pick(maxBadMessages, "max-bad-messages") { core.maxBadMessages = v }
     if let v = try pick(messageRate, "message-rate") { core.messageRate = v }
     if let v = try pick(joinRate, "join-rate") { core.joinRate = v }
+    if let v = try pick(maxNameBytes, "max-name-bytes") { core.maxNameBytes = v }
+    if let v = try pick(maxAvatarBytes, "max-avatar-bytes") { core.maxAvatarBytes = v }
     if let v = try pickMs(heartbeatInterval, "heartbeat-interval") { core.heartbeatIntervalMs = v }
     if let v = try pickMs(heartbeatTimeout, "heartbeat-timeout") { core.heartbeatTimeoutMs = v }
     if let v = try pickMs(grace, "grace") { core.graceMs = v }
