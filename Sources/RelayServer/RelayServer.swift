@@ -84,6 +84,7 @@ public final class RelayServer {
     do {
       try loadTLS()
       l = try TCPListener(loop: loop, host: config.host, port: config.port)
+      l.sendBufferBytes = config.socketSendBufferBytes
       // A cluster node listens once it has joined and caught up with the log, so a
       // client that waits for /healthz never meets a node that would refuse its
       // upgrade; after `clusterListenGraceMs` it listens anyway (Redis may be down:
@@ -279,7 +280,7 @@ public final class RelayServer {
   }
 
   func sendPing(_ conn: ServerConnection) {
-    if conn.acceptsFrames { conn.send(pingFrame) }
+    if conn.acceptsFrames { conn.sendControl(pingFrame) }
   }
 
   /// The fan-out: one frame, queued by reference to every recipient. The outbound

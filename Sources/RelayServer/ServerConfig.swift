@@ -27,6 +27,12 @@ public struct ServerConfig: Sendable {
   /// 4008 (contract §1), and how long its queue may stand still (a reader that
   /// stopped), before its socket is closed regardless.
   public var slowConsumerCloseTimeoutMs: Int64 = 60_000
+  /// `--socket-send-buffer-bytes`: `SO_SNDBUF` of every accepted socket (0: the
+  /// kernel's autotuned default, up to megabytes). Bytes in the kernel are past
+  /// every relay limit and ahead of every ping and close frame (protocol/ §1), so
+  /// this bounds how late a slow reader sees its 4008 and how much kernel memory
+  /// one connection holds (Linux keeps twice the value).
+  public var socketSendBufferBytes = 65_536
   public var slowConsumerStallMs: Int64 = 10_000
   /// `--outbound-budget-bytes`: bytes queued for all connections together (0 = no
   /// bound); past it the connections holding the most are closed 4008 first.

@@ -21,6 +21,7 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("max-message-bytes")) var maxMessageBytes: Int?
   @Option(name: .customLong("max-outbound-bytes")) var maxOutboundBytes: Int?
   @Option(name: .customLong("outbound-budget-bytes"), help: "bytes queued for all connections") var outboundBudgetBytes: Int?
+  @Option(name: .customLong("socket-send-buffer-bytes"), help: "SO_SNDBUF per socket (0 = kernel default)") var socketSendBufferBytes: Int?
   @Option(name: .customLong("drain-timeout"), help: "ms") var drainTimeout: Int?
   @Option(name: .customLong("max-participants")) var maxParticipants: Int?
   @Option(name: .customLong("max-sessions-per-connection")) var maxSessionsPerConnection: Int?

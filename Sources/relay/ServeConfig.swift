@@ -39,6 +39,10 @@ extension Serve {
     }
     if let v = try pick(maxOutboundBytes, "max-outbound-bytes") { c.maxOutboundBytes = v }
     if let v = try pick(outboundBudgetBytes, "outbound-budget-bytes") { c.outboundBudgetBytes = v }
+    if let v = try pick(socketSendBufferBytes, "socket-send-buffer-bytes") {
+      guard v <= 1 << 30 else { throw ValidationError("--socket-send-buffer-bytes must be at most 1073741824") }
+      c.socketSendBufferBytes = v
+    }
     if let v = try pickMs(drainTimeout, "drain-timeout") { c.drainTimeoutMs = v }
     if let v = try pick(maxParticipants, "max-participants") { core.maxParticipants = v }
     if let v = try pick(maxSessionsPerConnection, "max-sessions-per-connection") { core.maxSessionsPerConnection = v }
