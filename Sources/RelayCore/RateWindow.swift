@@ -11,6 +11,16 @@ struct RateWindow {
   private var times = SmallList<Int64>()
   private var oldest: Int32 = 0  // ring index of the oldest kept instant once full
 
+  /// Whether `tryAcquire` would grant an action now, without recording it.
+  func allows(at nowMonoMs: Int64, limit: Int, windowMs: Int64) -> Bool {
+    guard limit > 0 else { return false }
+    switch times {
+    case .empty: return true
+    case .one(let first): return limit > 1 || nowMonoMs - first >= windowMs
+    case .many(let all): return all.count < limit || nowMonoMs - all[Int(oldest)] >= windowMs
+    }
+  }
+
   /// Records and returns true when the action is within `limit` per `windowMs`; a
   /// refused action is not recorded (§7 "nothing changes").
   mutating func tryAcquire(at nowMonoMs: Int64, limit: Int, windowMs: Int64) -> Bool {

@@ -49,6 +49,7 @@ extension Serve {
     if let v = try pick(maxBadMessages, "max-bad-messages") { core.maxBadMessages = v }
     if let v = try pick(messageRate, "message-rate") { core.messageRate = v }
     if let v = try pick(joinRate, "join-rate") { core.joinRate = v }
+    if let v = try pick(sessionJoinRate, "session-join-rate") { core.sessionJoinRate = v }
     if let v = try pick(maxNameBytes, "max-name-bytes") { core.maxNameBytes = v }
     if let v = try pick(maxAvatarBytes, "max-avatar-bytes") { core.maxAvatarBytes = v }
     if let v = try pickMs(heartbeatInterval, "heartbeat-interval") { core.heartbeatIntervalMs = v }
@@ -63,6 +64,7 @@ extension Serve {
     if let v = try pick(maxEndedCalls, "max-ended-calls") { core.maxEndedCalls = v }
     if let v = try pick(maxEndedCallBytes, "max-ended-call-bytes") { core.maxEndedCallBytes = v }
     if let v = try pickMs(ringTimeout, "ring-timeout") { core.ringTimeoutMs = v }
+    if let v = try pick(ringRate, "ring-rate") { core.ringRate = v }
     if let v = try pickMs(helloTimeout, "hello-timeout") { core.helloTimeoutMs = v }
     core.devMode = c.secret == nil
     core.serverVersion = RelayVersion.string
