@@ -8,7 +8,7 @@ extension RelayCore {
   /// Takes one join/leave from the connection's window, or refuses it.
   func acquireJoinRate(_ request: Request) throws(Refusal) {
     let granted = request.connection.joinWindow.tryAcquire(
-      at: request.at.monoMs, limit: config.joinRate, windowMs: config.joinWindowMs)
+      at: request.at.monoMs, lateMs: request.at.lateMs, limit: config.joinRate, windowMs: config.joinWindowMs)
     guard granted else {
       throw Refusal(.rateLimited, "at most \(config.joinRate) joins and leaves per \(config.joinWindowMs) ms")
     }

@@ -63,6 +63,8 @@ public final class RelayServer {
     self.config = config
     self.logger = logger
     self.loop = Loop()
+    let turnHistogram = metrics.loopTurn
+    loop.onTurn = { turnHistogram.recordNanoseconds(Int64(clamping: $0)) }
     var coreConfig = config.core
     coreConfig.sessionWebhooks = config.webhookURL != nil
     self.verifyToken = verifyToken
@@ -148,7 +150,7 @@ public final class RelayServer {
   /// itself should the wall clock step back.
   var now: Instant {
     let mono = Int64(loop.nowMs)
-    return Instant(monoMs: mono, wallMs: Loop.wallClockMs())
+    return Instant(monoMs: mono, wallMs: Loop.wallClockMs(), lateMs: loop.readLatenessMs)
   }
 
   // MARK: Accept
