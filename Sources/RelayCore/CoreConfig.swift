@@ -71,6 +71,11 @@ public struct CoreConfig: Sendable {
   /// §11 session lifecycle webhooks (`session.created`, `session.ended`); the shell
   /// turns them on when a webhook is configured (call webhooks are always emitted).
   public var sessionWebhooks = false
+  /// Work one `tick` may do (RelayCore.tick): deadlines fired, and recipients of the
+  /// events they caused. Counts, not time, so every replica splits a mass expiry the
+  /// same way; sized so that a turn stays well under 50 ms (protocol/ §16).
+  public var maxDeadlinesPerTick = 256
+  public var maxTickDeliveries = 20_000
   /// `welcome.server.version`.
   public var serverVersion: String
 

@@ -328,7 +328,10 @@ public final class RelayServer {
       timer.stop()
       return
     }
-    let delay = max(0, next - Int64(loop.nowMs))
+    // At least 1 ms: a libuv timer (1.44) restarted with 0 inside its own callback
+    // runs again in the same timers pass, and a mass expiry the core spreads over
+    // ticks (RelayCore.tick) must get a turn of its own for each part, with I/O between.
+    let delay = max(1, next - Int64(loop.nowMs))
     timer.start(afterMs: UInt64(delay)) { [unowned self] in
       self.armedCoreDeadline = nil
       self.core.tick(at: self.now)
