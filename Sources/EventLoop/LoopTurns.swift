@@ -42,6 +42,15 @@ extension Loop {
     turns.pollDeadlineMs = timeout >= 0 ? Int64(uv_now(rawLoop)) + Int64(timeout) : .max
   }
 
+  /// Busy time of the turn in progress so far, in nanoseconds (0 before the first
+  /// turn ended). Takes libuv's metrics lock: cheap, but not free.
+  public var currentTurnBusyNs: UInt64 {
+    guard turns.endedNs > 0 else { return 0 }
+    let elapsed = uv_hrtime() &- turns.endedNs
+    let idle = uv_metrics_idle_time(rawLoop) &- turns.idleNs
+    return elapsed > idle ? elapsed - idle : 0
+  }
+
   /// The longest turn measured so far, in nanoseconds.
   public var longestTurnNs: UInt64 { turns.maxBusyNs }
 

@@ -58,17 +58,19 @@ public final class RelayServer {
   var webhookClient: WebhookClient?
   /// Slow-consumer closes, the process-wide outbound budget, heap trimming.
   let outbound = OutboundBudget()
+  /// Reads kept for a later turn (RelayServer+Turns.swift).
+  let deferredReads = DeferredReads()
 
   public init(config: ServerConfig, logger: Logger, verifyToken: @escaping (String, Int64) -> Identity?) {
     self.config = config
     self.logger = logger
     self.loop = Loop()
-    let turnHistogram = metrics.loopTurn
-    loop.onTurn = { turnHistogram.recordNanoseconds(Int64(clamping: $0)) }
     var coreConfig = config.core
     coreConfig.sessionWebhooks = config.webhookURL != nil
     self.verifyToken = verifyToken
     self.core = RelayCore(config: coreConfig, ids: CryptoIdentifiers(), verifyToken: verifyToken)
+    let turnHistogram = metrics.loopTurn
+    loop.onTurn = { turnHistogram.recordNanoseconds(Int64(clamping: $0)) }
     if let c = config.cluster {
       cluster = ClusterNode(server: self, address: c.redis, name: c.nodeId, nodeTimeoutMs: c.nodeTimeoutMs, logger: logger)
     }
@@ -387,6 +389,7 @@ public final class RelayServer {
       listenFallback = nil
       coreTimer?.close()
       coreTimer = nil
+      closeDeferredReads()
       webhookClient?.close()  // contract §11: a pending webhook never holds the exit
       if force { cluster?.close() } else { cluster?.leave {} }
       for s in signals { s.close() }

@@ -34,6 +34,12 @@ public struct ServerConfig: Sendable {
   /// one connection holds (Linux keeps twice the value).
   public var socketSendBufferBytes = 65_536
   public var slowConsumerStallMs: Int64 = 10_000
+  /// Busy time of a loop turn after which reads wait for a later turn
+  /// (RelayServer+Turns.swift): an input storm (thousands of sockets ready at once,
+  /// each with joins to answer) is spread over turns. At most
+  /// `maxDeferredReadBytes` wait (each connection one read of ≤ 64 KiB).
+  public var turnReadBudgetMs: Int64 = 20
+  public var maxDeferredReadBytes = 64 << 20
   /// `--outbound-budget-bytes`: bytes queued for all connections together (0 = no
   /// bound); past it the connections holding the most are closed 4008 first.
   public var outboundBudgetBytes = 512 << 20

@@ -72,6 +72,9 @@ protocol ConnectionTransport: AnyObject {
   func shutdown()
   /// Immediate end.
   func close()
+  /// Flow control of reads (the turn budget, RelayServer+Turns.swift).
+  func stopReading()
+  func startReading()
   var acceptsWrites: Bool { get }
   var isClosed: Bool { get }
   var queuedBytes: Int { get }
@@ -172,8 +175,15 @@ final class ServerConnection: TCPConnectionDelegate {
     server.inputAlive(self)
   }
 
-  /// Bytes from the transport: ciphertext when TLS is on, else plaintext.
+  /// Bytes from the transport: ciphertext when TLS is on, else plaintext. Past the
+  /// turn's read budget they wait for a later turn (RelayServer+Turns.swift).
   func didRead(_ bytes: UnsafeMutableRawBufferPointer) {
+    if server.shouldDeferRead() { return server.readDeferred(self, bytes) }
+    handleRead(bytes)
+  }
+
+  /// `didRead` now, whatever the budget.
+  func handleRead(_ bytes: UnsafeMutableRawBufferPointer) {
     if let tls { return readTLS(tls, bytes) }
     readPlaintext(bytes)
   }

@@ -63,6 +63,8 @@ final class MemoryTransport: ConnectionTransport {
   }
 
   func flushSoon() {}
+  func stopReading() {}
+  func startReading() {}
 
   func shutdown() {
     guard state == .open else { return }

@@ -18,7 +18,7 @@ def metrics_text(relay) -> str:
 def metric(relay, name: str, text: str | None = None) -> float:
     """Sum of every series of `name` (0 when absent)."""
     text = text if text is not None else metrics_text(relay)
-    return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M))
+    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M))
 
 
 def turns_longer_than(relay, seconds: str) -> int:
@@ -73,3 +73,13 @@ def last_word(sockets) -> None:
     frame = bytes([0x89, 0x80]) + os.urandom(4)
     for s in sockets:
         s.sendall(frame)
+
+
+def rejoin(sockets, session_of) -> None:
+    """Each socket sends `session.leave` and `session.join` of its session at once."""
+    for i, s in enumerate(sockets):
+        session = session_of(i)
+        s.sendall(
+            masked_text(json.dumps({"type": "session.leave", "session": session}).encode())
+            + masked_text(json.dumps({"type": "session.join", "session": session}).encode())
+        )

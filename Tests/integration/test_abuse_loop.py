@@ -4,7 +4,7 @@ and of the recipients of the events they cause, per tick). Measured through the
 relay's own histogram of turn times, not by timing anything from outside."""
 from __future__ import annotations
 
-from abuse_util import last_word, metric, silent_member, turns_longer_than, wait_for_metric
+from abuse_util import last_word, metric, rejoin, silent_member, turns_longer_than, wait_for_metric
 
 SESSIONS = 4
 PER_SESSION = 1000
@@ -29,6 +29,29 @@ def test_mass_heartbeat_death_is_spread_over_turns(relay_factory):
         # tick bound: turns of more than 1 s here).
         stalls = turns_longer_than(relay, "0.25") - before
         assert stalls == 0, f"{stalls} loop turns over 250 ms during the mass death"
+    finally:
+        for s in members:
+            s.close()
+
+
+def test_rejoin_pile_up_is_spread_over_turns(relay_factory):
+    """A thousand non-readers of two 500-member sessions leave and re-join at once:
+    every re-join is a snapshot of 500 members and two events to every member. The
+    reads are spread over turns (`turnReadBudgetMs`), so timers and /metrics keep
+    their turns. Before: one turn of 1.6 s here (every ready socket's read handled
+    in the poll phase that returned it)."""
+    relay = relay_factory("--heartbeat-interval", "0", "--heartbeat-timeout", "0", "--session-join-rate", "0")
+    members = []
+    try:
+        for i in range(1000):
+            members.append(silent_member(relay.port, f"m{i}", f"p{i % 2}"))
+        before = turns_longer_than(relay, "0.25")
+        rejoin(members, lambda i: f"p{i % 2}")
+        joins = wait_for_metric(relay, "relay_commands_total{type=\"session.join\"}", 2000, timeout=120)
+        assert joins == 2000
+        stalls = turns_longer_than(relay, "0.25") - before
+        assert stalls == 0, f"{stalls} loop turns over 250 ms during the pile-up"
+        assert metric(relay, "relay_loop_deferred_reads_total") > 0
     finally:
         for s in members:
             s.close()
