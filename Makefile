@@ -3,7 +3,7 @@
 SWIFT ?= swift
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: deps test-deps build release run test unit integration bench bench-cluster bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan embed clean
+.PHONY: deps test-deps build release run test unit integration bench bench-abuse bench-cluster bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan embed clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -33,6 +33,12 @@ integration:
 
 bench: release
 	bash Benchmarks/run.sh
+
+# Attack figures (Benchmarks/results/abuse.md): slow reader, oversized identities, join
+# churn, re-join pile-up, mass heartbeat death, a canary across a stall, ringing one user.
+# Loopback, each attack bounded; about five minutes.
+bench-abuse: release
+	python3 Benchmarks/abuse.py
 
 # Cluster figures (docs/cluster.md): needs redis-server (`make test-deps`).
 bench-cluster: release

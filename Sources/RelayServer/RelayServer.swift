@@ -158,6 +158,7 @@ public final class RelayServer {
   // MARK: Accept
 
   private func accept(_ tcp: TCPConnection) {
+    if outbound.socketSendBufferBytes == 0 { outbound.socketSendBufferBytes = tcp.sendBufferSize }
     let conn = adopt(tcp)
     tcp.delegate = conn
     tcp.startReading()

@@ -109,6 +109,8 @@ def test_reader_slower_than_its_session_gets_a_whole_4008(relay_factory):
     assert slow.pings_seen, "heartbeat pings reached the slow reader"
     assert slow.is_closed_within(10.0)
     assert metric(relay, "relay_slow_consumer_closes_total") == 1
+    # Kernel memory per socket is the SO_SNDBUF choice (Linux keeps twice 65 536).
+    assert metric(relay, "relay_socket_send_buffer_bytes") == 2 * 65536
     assert relay.proc.poll() is None
 
 
