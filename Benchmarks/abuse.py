@@ -25,11 +25,24 @@ from relayclient import Client, make_jwt  # noqa: E402
 from test_abuse_slow_reader import SLOW_READ_BYTES_PER_S, Stream, hello_and_join, read_until_end  # noqa: E402
 from wsraw import RawClient  # noqa: E402
 
-rows: list[tuple[str, str, str]] = []
+rows: list[tuple[str, str, str, str]] = []
+
+# What the attack run of issue 20 measured before these bounds (its own scale).
+BEFORE = {
+    "slow": "no 4008: TCP reset and a truncated frame after ~23 s",
+    "name": "accepted",
+    "exp": "accepted as never expiring",
+    "1e400": "forwarded as written (Infinity in JS/Python)",
+    "churn": "927 of 950 readers closed 4008 (65 KB names)",
+    "pile": "loop stalls up to 6.1 s (3 000 × twelve 1 000-member sessions)",
+    "death": "15 354 participant.lost fan-outs stall the loop 3.6 s (18 000 members)",
+    "canary": "up to 19 % refused",
+    "ring": "target got 64 000 call.incoming",
+}
 
 
-def row(attack: str, measured: str, bound: str) -> None:
-    rows.append((attack, measured, bound))
+def row(attack: str, measured: str, bound: str, before: str = "") -> None:
+    rows.append((attack, before, measured, bound))
     print(f"{attack}: {measured}", flush=True)
 
 
@@ -73,7 +86,7 @@ def slow_reader() -> None:
         took = time.monotonic() - started
         row("Reader at 80 KB/s in a 160 KB/s session (defaults: 1 MiB outbound, heartbeat 10 s/15 s)",
             f"ends with {outcome} after {took:.1f} s and {frames} whole frames",
-            "close 4008, whole frame")
+            "close 4008, whole frame", BEFORE["slow"])
     finally:
         relay.stop()
 
@@ -85,21 +98,23 @@ async def identities() -> None:
         c = await Client.connect(relay.ws)
         await c.send({"type": "hello", "id": "h", "dev": {"uid": "m", "name": "n" * 65_000}})
         reply = await c.recv()
-        row("Dev hello with a 65 KB name", f"{reply['code']}, close {await c.expect_close()}", "bad_request, 4501")
+        row("Dev hello with a 65 KB name", f"{reply['code']}, close {await c.expect_close()}", "bad_request, 4501",
+            BEFORE["name"])
         c = await Client.connect(secret_relay.ws)
         await c.send({"type": "hello", "id": "h", "token": make_jwt("s", {"sub": "m", "exp": int(time.time()) + 60, "name": "n" * 48_000})})
         reply = await c.recv()
-        row("Token with a 48 KB name claim", f"{reply['code']}, close {await c.expect_close()}", "bad_request, 4501")
+        row("Token with a 48 KB name claim", f"{reply['code']}, close {await c.expect_close()}", "bad_request, 4501",
+            BEFORE["name"])
         c = await Client.connect(secret_relay.ws)
         await c.send({"type": "hello", "id": "h", "token": make_jwt("s", {"sub": "m", "exp": 1e30})})
         reply = await c.recv()
-        row("Token with exp 1e30", f"{reply['code']}, close {await c.expect_close()}", "unauthorized, 4501")
+        row("Token with exp 1e30", f"{reply['code']}, close {await c.expect_close()}", "unauthorized, 4501", BEFORE["exp"])
         c = await Client.connect(relay.ws)
         await c.hello_dev("a")
         await c.send({"type": "session.join", "session": "s"})
         await c.recv_type("session.joined")
         await c.send('{"type":"message.send","id":"m","session":"s","data":1e400}')
-        row("`data: 1e400`", (await c.recv_type("error"))["code"], "bad_request")
+        row("`data: 1e400`", (await c.recv_type("error"))["code"], "bad_request", BEFORE["1e400"])
     finally:
         relay.stop()
         secret_relay.stop()
@@ -146,7 +161,7 @@ async def churn() -> None:
             d.cancel()
         row("50 churners (each within --join-rate) against 450 reading members, 256-byte names",
             f"joins accepted {accepted}, refused {refused}; readers closed: {closed}; {turns.text()}",
-            "--session-join-rate 500 / 10 s; nobody closed")
+            "--session-join-rate 500 / 10 s; nobody closed", BEFORE["churn"])
     finally:
         for c in readers + churners:
             await c.ws.close()
@@ -169,10 +184,12 @@ def pile_up() -> None:
         rejoin(members, lambda i: f"p{i % 6}")
         wait_for_metric(relay, 'relay_commands_total{type="session.join"}', 6000, timeout=300)
         queued = metric(relay, "relay_outbound_queued_bytes") / 2**20
+        kernel = metric(relay, "relay_kernel_send_buffer_bound_bytes") / 2**20
         row("3 000 non-readers of six 500-member sessions leave and re-join at once",
-            f"{turns.text()}; RSS {rss_before:.0f} → {rss_mb(relay):.0f} MB, queued {queued:.0f} MiB; "
+            f"{turns.text()}; RSS {rss_before:.0f} → {rss_mb(relay):.0f} MB, queued {queued:.0f} MiB "
+            f"(shared frames counted once per queue), kernel send buffers ≤ {kernel:.0f} MiB; "
             f"reads deferred {metric(relay, 'relay_loop_deferred_reads_total'):.0f}",
-            "turns ≤ 50 ms")
+            "turns ≤ 50 ms", BEFORE["pile"])
     finally:
         for s in members:
             s.close()
@@ -190,7 +207,7 @@ def mass_death() -> None:
         last_word(members)
         lost = wait_for_metric(relay, "relay_participants_lost_total", 6000, timeout=120)
         row("6 000 members of four 1 500-member sessions stop at once (heartbeat timeout)",
-            f"{lost:.0f} lost; {turns.text()}", "turns ≤ 50 ms")
+            f"{lost:.0f} lost; {turns.text()}", "turns ≤ 50 ms", BEFORE["death"])
     finally:
         for s in members:
             s.close()
@@ -220,7 +237,7 @@ async def stall_canary() -> None:
             if m.get("re", "").startswith("m"):
                 got += 1
                 refused += m["type"] == "error"
-        row("Canary at 10 msg/s, relay stopped 3 s", f"{refused} of {sent} refused", "0")
+        row("Canary at 10 msg/s, relay stopped 3 s", f"{refused} of {sent} refused", "0", BEFORE["canary"])
     finally:
         relay.stop()
 
@@ -252,7 +269,7 @@ async def ringing() -> None:
             incoming += m["type"] == "call.incoming"
         row("200 callers ring one user, 10 calls each",
             f"target got {incoming} call.incoming; {outcomes.count('rate_limited')} of {len(outcomes)} refused",
-            "--ring-rate 10 / 60 s")
+            "--ring-rate 10 / 60 s", BEFORE["ring"])
     finally:
         relay.stop()
 
@@ -275,9 +292,9 @@ def main() -> None:
         " measured from the start of each attack to its end; RSS from /proc. Kernel send buffers are"
         " bounded per socket by `--socket-send-buffer-bytes` (65 536; Linux keeps twice that).",
         "",
-        "| attack | measured | bound |",
-        "|---|---|---|",
-        *[f"| {a} | {m} | {b} |" for a, m, b in rows],
+        "| attack | before (issue 20's run) | measured | bound |",
+        "|---|---|---|---|",
+        *[f"| {a} | {before} | {m} | {b} |" for a, before, m, b in rows],
         "",
     ]
     out.write_text("\n".join(lines))
