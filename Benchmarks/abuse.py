@@ -27,7 +27,7 @@ from wsraw import RawClient  # noqa: E402
 
 rows: list[tuple[str, str, str, str]] = []
 
-# What the attack run of issue 20 measured before these bounds (its own scale).
+# What an attack run measured before these bounds (at its own scale, 2026-11-24).
 BEFORE = {
     "slow": "no 4008: TCP reset and a truncated frame after ~23 s",
     "name": "accepted",
@@ -292,7 +292,7 @@ def main() -> None:
         " measured from the start of each attack to its end; RSS from /proc. Kernel send buffers are"
         " bounded per socket by `--socket-send-buffer-bytes` (65 536; Linux keeps twice that).",
         "",
-        "| attack | before (issue 20's run) | measured | bound |",
+        "| attack | before these bounds (earlier attack run) | measured | bound |",
         "|---|---|---|---|",
         *[f"| {a} | {before} | {m} | {b} |" for a, before, m, b in rows],
         "",
