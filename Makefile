@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:8080
 # command-line flag, since SwiftPM refuses unsafeFlags in a versioned dependency.
 RELEASE_FLAGS ?= -c release -Xswiftc -enforce-exclusivity=unchecked
 
-.PHONY: deps test-deps build release run test unit integration bench bench-cluster bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan embed clean
+.PHONY: deps test-deps build release run test unit integration bench bench-abuse bench-cluster bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan embed clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -36,6 +36,12 @@ integration:
 
 bench: release
 	RELEASE_FLAGS="$(RELEASE_FLAGS)" bash Benchmarks/run.sh
+
+# Attack figures (Benchmarks/results/abuse.md): slow reader, oversized identities, join
+# churn, re-join pile-up, mass heartbeat death, a canary across a stall, ringing one user.
+# Loopback, each attack bounded; about five minutes.
+bench-abuse: release
+	python3 Benchmarks/abuse.py
 
 # Cluster figures (docs/cluster.md): needs redis-server (`make test-deps`).
 bench-cluster: release

@@ -8,3 +8,7 @@ void relay_heap_usage(size_t *in_use, size_t *free_held) {
   *in_use = info.uordblks;
   *free_held = info.fordblks;
 }
+
+int relay_loop_measure_idle_time(uv_loop_t *loop) {
+  return uv_loop_configure(loop, UV_METRICS_IDLE_TIME);
+}

@@ -1,4 +1,5 @@
 import CLibUV
+import CRelayShims
 
 #if canImport(Glibc)
   import Glibc
@@ -100,6 +101,10 @@ public final class Loop {
   /// check (see `TCPConnection.queuedByteCount`).
   @usableFromInline var statistics = LoopStats()
   private var isClosed = false
+  /// Turn measurement (LoopTurns.swift).
+  var turns = TurnClock()
+  /// Receives every turn's busy time (ns), e.g. for a histogram (LoopTurns.swift).
+  public var onTurn: TurnObserver?
   /// Inside `run()` / `runOnce()`: `close()` must not re-enter `uv_run` from a callback.
   private var isRunning = false
 
@@ -116,6 +121,7 @@ public final class Loop {
     checkHandle = .allocate(capacity: 1)
     lingerTimer = .allocate(capacity: 1)
     preconditionLibUVSucceeded(uv_loop_init(rawLoop), "uv_loop_init")
+    preconditionLibUVSucceeded(relay_loop_measure_idle_time(rawLoop), "uv_loop_configure(UV_METRICS_IDLE_TIME)")
     // Unretained: the Loop outlives its uv_loop_t, which close() frees.
     rawLoop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
     startInternalHandles()
@@ -258,10 +264,12 @@ private func walkCloseCallback(_ handle: UnsafeMutablePointer<uv_handle_t>?, _: 
   owner.close()
 }
 
-/// The `uv_prepare_cb` of the cork.
+/// The `uv_prepare_cb` of the cork, which also ends a turn's measurement (LoopTurns.swift).
 private func prepareFlushCallback(_ handle: UnsafeMutablePointer<uv_prepare_t>?) {
   guard let handle else { return }
-  unretainedOwner(handle.pointee.loop.pointee.data, as: Loop.self).flushDirtyConnections()
+  let loop = unretainedOwner(handle.pointee.loop.pointee.data, as: Loop.self)
+  loop.flushDirtyConnections()
+  loop.turnEnded()
 }
 
 /// The `uv_check_cb` of the cork.

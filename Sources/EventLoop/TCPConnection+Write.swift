@@ -332,6 +332,7 @@ extension TCPConnection {
     inFlightBufferCount = 0
     inFlightByteCount = 0
     if pending.isEmpty { startShutdownRequestIfReady() } else { markDirty() }
+    if state == .open || state == .shuttingDown { handler?.connectionDidDrain(self) }
   }
 }
 

@@ -21,6 +21,14 @@ public protocol TCPConnectionDelegate: AnyObject {
   /// Called exactly once, after the handle is fully closed; see `TCPConnection`'s close
   /// semantics.
   func connection(_ connection: TCPConnection, didCloseWith reason: CloseReason)
+  /// A `uv_write` completed: the kernel took bytes it had refused before, so the
+  /// peer acknowledged earlier ones (its TCP is alive and its application reads).
+  /// Only connections with a backlog get this; see `TCPConnection+Write.swift`.
+  func connectionDidDrain(_ connection: TCPConnection)
+}
+
+extension TCPConnectionDelegate {
+  public func connectionDidDrain(_ connection: TCPConnection) {}
 }
 
 /// One TCP stream (`uv_tcp_t`), accepted by a `TCPListener` or opened by `TCPConnector`.

@@ -11,6 +11,12 @@ public final class TCPListener: HandleOwner {
   private var isClosed = false
   /// The bound port (the ephemeral port chosen by the kernel when bound to port 0).
   public let port: Int
+  /// `SO_SNDBUF` of every accepted socket, in bytes (0: the kernel's default, which
+  /// Linux autotunes up to `tcp_wmem`'s maximum, megabytes). Bytes in the kernel's
+  /// send buffer are out of the relay's reach: a control frame (ping, close) queued
+  /// now waits behind all of them, and none of them counts against
+  /// `maxOutboundBytes`. Linux doubles the value for its bookkeeping (socket(7)).
+  public var sendBufferBytes = 0
 
   /// Binds to `host` (an IPv4 or IPv6 literal) and `port` (0 for an ephemeral port).
   /// On failure the handle is closed again (its memory is freed once the loop runs).
@@ -71,6 +77,7 @@ public final class TCPListener: HandleOwner {
     let connection = TCPConnection(loop: loop)
     guard uv_accept(tcp.cast(), connection.stream) == 0 else { return connection.close() }
     _ = uv_tcp_nodelay(connection.tcp, 1)
+    if sendBufferBytes > 0 { connection.setSendBufferSize(sendBufferBytes) }
     onConnection(connection)
   }
 }

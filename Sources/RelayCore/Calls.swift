@@ -81,7 +81,9 @@ extension RelayCore {
     guard !callees.contains(request.uid) else {
       throw Refusal(.badRequest, "call.initiate: to must not contain the caller")
     }
+    try checkRingBudget(callees, at: request.at)
     try acquireInitiate(request.uid, at: request.at)
+    recordRinging(callees, at: request.at)
     let caller = CallCaller(uid: request.uid, name: request.identity.name, avatar: request.identity.avatar)
     let call = Call(
       id: newCallId(), sessionId: newCallSessionId(), caller: caller, callerConnection: request.c,
@@ -110,6 +112,33 @@ extension RelayCore {
     }
     times.append(at.monoMs)
     calls.initiateWindows[uid] = times
+  }
+
+  /// §10.1 `--ring-rate`: at most `ringRate` calls may ring one user in any
+  /// `ringWindowMs` (sliding), whoever places them, so many callers together cannot
+  /// flood a callee with `call.incoming` (each caller's own initiate rate does not
+  /// bound that). A call to a user past it is refused `rate_limited` as a whole and
+  /// nothing is recorded. Deterministic: instants come from the input.
+  func checkRingBudget(_ callees: [String], at: Instant) throws(Refusal) {
+    guard config.ringRate > 0 else { return }
+    for uid in callees {
+      guard let times = calls.ringWindows[uid] else { continue }
+      let recent = times.reduce(0) { $0 + (at.monoMs - $1 < config.ringWindowMs ? 1 : 0) }
+      guard recent < config.ringRate else {
+        throw Refusal(.rateLimited, "at most \(config.ringRate) incoming calls per \(config.ringWindowMs) ms for \(uid)")
+      }
+    }
+  }
+
+  /// Counts one incoming call for each callee, dropping instants out of the window.
+  func recordRinging(_ callees: [String], at: Instant) {
+    guard config.ringRate > 0 else { return }
+    for uid in callees {
+      var times = calls.ringWindows[uid] ?? []
+      times.removeAll { at.monoMs - $0 >= config.ringWindowMs }
+      times.append(at.monoMs)
+      calls.ringWindows[uid] = times
+    }
   }
 
   func newCallId() -> String {

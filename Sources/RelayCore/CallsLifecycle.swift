@@ -65,6 +65,11 @@ extension RelayCore {
     {
       calls.initiateWindows[call.caller.uid] = nil
     }
+    for uid in call.to {
+      if let times = calls.ringWindows[uid], times.allSatisfy({ at.monoMs - $0 >= config.ringWindowMs }) {
+        calls.ringWindows[uid] = nil
+      }
+    }
   }
 
   // MARK: Connections

@@ -204,6 +204,9 @@ struct CallBook {
   var live: [String: [Call]] = [:]
   /// §9: monotonic ms of each user's `call.initiate` within the last 60 000 ms.
   var initiateWindows: [String: [Int64]] = [:]
+  /// §10.1 `--ring-rate`: monotonic ms of the calls that rang each callee uid within
+  /// the last `ringWindowMs` (at most `ringRate` each; looked up, never iterated).
+  var ringWindows: [String: [Int64]] = [:]
   var stats = CallStats()
   /// Finished calls awaiting their purge, bounded (FinishedCalls.swift).
   var finished = FinishedCalls()

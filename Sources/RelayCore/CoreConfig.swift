@@ -31,6 +31,16 @@ public struct CoreConfig: Sendable {
   /// `joinWindowMs` (sliding). 20 lets a client join its 16 sessions at once.
   public var joinRate = 20
   public var joinWindowMs: Int64 = 10_000
+  /// §6 `--session-join-rate`: joins and leaves of one session per
+  /// `sessionJoinWindowMs` (sliding) from all connections together; joins past it →
+  /// `rate_limited` (0 = no bound). 500 lets a 1 000-member meeting fill in two
+  /// windows while bounding the `participant.*` events each member must read.
+  public var sessionJoinRate = 500
+  public var sessionJoinWindowMs: Int64 = 10_000
+  /// §3 `--max-name-bytes` / `--max-avatar-bytes`: UTF-8 bytes of an identity's
+  /// `name` and `avatar` (dev `hello` and token claims) → `bad_request`, close 4501.
+  public var maxNameBytes = 256
+  public var maxAvatarBytes = 1_024
   /// §1: `hello` within this long of the upgrade, else close 4501.
   public var helloTimeoutMs: Int64 = 10_000
   /// §5 heartbeat values, advertised in `welcome.heartbeat`.
@@ -58,11 +68,21 @@ public struct CoreConfig: Sendable {
   /// idempotent repeats of HTTP call actions (FinishedCalls.swift).
   public var maxEndedCalls = 10_000
   public var maxEndedCallBytes = 16 << 20
+  /// §10.1 `--ring-rate`: calls that may ring one user per `ringWindowMs` (sliding),
+  /// from all callers together; past it `call.initiate` gets `rate_limited` (0 = no
+  /// bound).
+  public var ringRate = 10
+  public var ringWindowMs: Int64 = 60_000
   /// §9 ring timeout.
   public var ringTimeoutMs: Int64 = 45_000
   /// §11 session lifecycle webhooks (`session.created`, `session.ended`); the shell
   /// turns them on when a webhook is configured (call webhooks are always emitted).
   public var sessionWebhooks = false
+  /// Work one `tick` may do (RelayCore.tick): deadlines fired, and recipients of the
+  /// events they caused. Counts, not time, so every replica splits a mass expiry the
+  /// same way; sized so that a turn stays well under 50 ms (protocol/ §16).
+  public var maxDeadlinesPerTick = 256
+  public var maxTickDeliveries = 20_000
   /// `welcome.server.version`.
   public var serverVersion: String
 

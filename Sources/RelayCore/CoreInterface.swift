@@ -15,9 +15,16 @@ public struct ConnectionID: Hashable, Comparable, Sendable, CustomStringConverti
 public struct Instant: Sendable, Equatable {
   public var monoMs: Int64
   public var wallMs: Int64
-  public init(monoMs: Int64, wallMs: Int64) {
+  /// How long before `monoMs` the input may have reached the relay: the shell's loop
+  /// was busy (or the process stopped) that long and read it only now. Rate windows
+  /// count the input as early as that allows (RateWindow.swift), so a client is not
+  /// charged for the relay's own stall. An input like any other: replicas fed from
+  /// the shared log get 0.
+  public var lateMs: Int64
+  public init(monoMs: Int64, wallMs: Int64, lateMs: Int64 = 0) {
     self.monoMs = monoMs
     self.wallMs = wallMs
+    self.lateMs = lateMs
   }
 }
 

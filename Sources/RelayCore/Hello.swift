@@ -10,6 +10,7 @@ extension RelayCore {
       throw Refusal(.conflict, "hello was already accepted on this connection")
     }
     guard let identity = try authenticate(hello, request) else { return }
+    guard identityWithinBounds(identity, request) else { return }
     let publicId = ids.token(byteCount: 12)
     let resumeToken = ids.token(byteCount: 24)
     connection.profile = Profile(identity, token: ResumeToken(resumeToken))
@@ -47,6 +48,24 @@ extension RelayCore {
       return nil
     }
     throw Refusal(.badRequest, "hello needs a token")
+  }
+
+  /// §3: `name` ≤ `--max-name-bytes`, `avatar` ≤ `--max-avatar-bytes` (UTF-8), from
+  /// `hello.dev` and token claims alike. Every member's snapshot and every
+  /// `participant.*` event carries them, so an unbounded name multiplies into the
+  /// fan-out of every join. Refused with `bad_request` and close 4501: the identity
+  /// itself is unacceptable, another `hello` on this connection would not fix it.
+  func identityWithinBounds(_ identity: Identity, _ request: Request) -> Bool {
+    var problem: String?
+    if identity.name.utf8.count > config.maxNameBytes {
+      problem = "hello: name exceeds \(config.maxNameBytes) bytes"
+    } else if let avatar = identity.avatar, avatar.utf8.count > config.maxAvatarBytes {
+      problem = "hello: avatar exceeds \(config.maxAvatarBytes) bytes"
+    }
+    guard let problem else { return true }
+    sendError(request.c, code: .badRequest, message: problem, re: request.id)
+    close(request.connection, code: CloseCode.unauthorized, reason: "identity too large", at: request.at)
+    return false
   }
 
   func refuseHello(_ request: Request, _ message: String) {

@@ -29,10 +29,43 @@ struct RateWindow {
     self.oldest = oldest
   }
 
+  /// The instant an action read at `now` counts at; see `tryAcquire`.
+  private func countedInstant(_ now: Int64, lateMs: Int64, limit: Int, windowMs: Int64) -> Int64 {
+    guard lateMs > 0 else { return now }
+    let earliest = now - min(lateMs, windowMs * 64)  // a stall longer than that is not a stall
+    let spacing = windowMs / Int64(limit)
+    switch times {
+    case .empty: return earliest
+    case .one(let newest): return min(now, max(earliest, newest + spacing))
+    case .many(let all):
+      let newest = all[(Int(oldest) + all.count - 1) % all.count]
+      return min(now, max(earliest, newest + spacing))
+    }
+  }
+
+  /// Whether `tryAcquire` would grant an action now, without recording it.
+  func allows(at nowMonoMs: Int64, limit: Int, windowMs: Int64) -> Bool {
+    guard limit > 0 else { return false }
+    switch times {
+    case .empty: return true
+    case .one(let first): return limit > 1 || nowMonoMs - first >= windowMs
+    case .many(let all): return all.count < limit || nowMonoMs - all[Int(oldest)] >= windowMs
+    }
+  }
+
   /// Records and returns true when the action is within `limit` per `windowMs`; a
   /// refused action is not recorded (§7 "nothing changes").
-  mutating func tryAcquire(at nowMonoMs: Int64, limit: Int, windowMs: Int64) -> Bool {
+  ///
+  /// `lateMs`: the input may have reached the relay that long before `nowMonoMs` (the
+  /// loop was stalled; `Instant.lateMs`). A backlog a stall bunched together is then
+  /// counted as if it had been read as it came, at the earliest instants the window
+  /// allows: no earlier than `now - lateMs`, and spaced `windowMs / limit` apart
+  /// after the newest kept instant. A client within its rate before the stall stays
+  /// within it; the burst allowed is what the stall delayed, never more. Kept
+  /// instants stay in order, so the ring's oldest entry is still the oldest.
+  mutating func tryAcquire(at nowMonoMs: Int64, lateMs: Int64 = 0, limit: Int, windowMs: Int64) -> Bool {
     guard limit > 0 else { return false }
+    let nowMonoMs = countedInstant(nowMonoMs, lateMs: lateMs, limit: limit, windowMs: windowMs)
     switch times {
     case .empty:
       times = .one(nowMonoMs)

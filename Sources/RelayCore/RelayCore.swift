@@ -112,10 +112,21 @@ public final class RelayCore {
     connection.phase = .closing
   }
 
-  /// Fires every deadline due at `at.monoMs`.
+  /// Fires the deadlines due at `at.monoMs`, oldest first, but at most
+  /// `maxDeadlinesPerTick` of them and only while the events they caused reached
+  /// fewer than `maxTickDeliveries` recipients: a mass expiry (heartbeat deaths,
+  /// grace ends, ring timeouts of thousands) is spread over several calls so that
+  /// no loop turn has to carry all of it. The rest stay due, so `nextDeadline` is
+  /// already past and the shell calls again on its next turn. Counted, never timed:
+  /// replicas applying the same log fire the same deadlines in the same calls.
   public func tick(at: Instant) {
-    while let deadline = deadlines.popDue(at.monoMs) {
+    let deliveriesBefore = counters.deliveries
+    var fired = 0
+    while fired < config.maxDeadlinesPerTick, counters.deliveries &- deliveriesBefore < UInt64(config.maxTickDeliveries),
+      let deadline = deadlines.popDue(at.monoMs)
+    {
       fire(deadline.kind, at: at)
+      fired += 1
     }
   }
 

@@ -62,6 +62,9 @@ extension RelayCore {
     let identity = request.identity
     guard config.devMode || identity.sessions.allows(id) || grantedSessions[identity.uid]?.contains(id) == true
     else { throw Refusal(.forbidden, "token does not allow session \(id)") }
+    if let existing = sessions[id], existing[identity.uid] == nil {
+      try checkSessionJoinRate(existing, request)  // before anything is counted
+    }
     try acquireJoinRate(request)
     if request.connection.sessions.contains(id), let session = sessions[id] {
       // Joining again from the same connection: idempotent, a fresh snapshot.
@@ -90,6 +93,7 @@ extension RelayCore {
     if sessions[session.id] == nil { sessionWebhook("session.created", session.id, at: request.at) }
     sessions[session.id] = session
     let participant = Participant(profile: request.profile, connection: request.c, at: request.at)
+    countSessionChurn(session, at: request.at)
     session.add(participant)
     request.connection.sessions.append(session.id)
     idleMembershipChanged(session, at: request.at)  // §5: a join cancels the countdown
@@ -133,8 +137,9 @@ extension RelayCore {
   // MARK: Leave and removal (§6)
 
   func leave(_ id: String, _ request: Request) throws(Refusal) {
-    _ = try memberSession(id, request)
+    let (session, _) = try memberSession(id, request)
     try acquireJoinRate(request)
+    countSessionChurn(session, at: request.at)
     ok(request)
     sendSessionLeft(id, to: request.c, reason: "left")
     removeParticipant(request.uid, from: id, reason: .left, by: request.uid, at: request.at)

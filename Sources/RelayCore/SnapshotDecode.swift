@@ -248,6 +248,7 @@ struct SnapshotReader {
       windows.message = try rateWindow()
       s.restoreWindows(windows, uid: uid)
     }
+    s.churnWindow = try rateWindow()
     try replayLog(s)
     return s
   }

@@ -78,6 +78,14 @@ extension SnapshotReader {
       for _ in 0..<(try r.count(minBytes: 8)) { times.append(try time()) }
       book.initiateWindows[uid] = times
     }
+    previous = nil
+    for _ in 0..<(try r.count(minBytes: 8)) {
+      let uid = try r.string()
+      try ascending(&previous, uid, "ring windows")
+      var times: [Int64] = []
+      for _ in 0..<(try r.count(minBytes: 8)) { times.append(try time()) }
+      book.ringWindows[uid] = times
+    }
     book.stats = try callStats()
     let evicted = try counter()
     var finished: [(id: String, bytes: Int)] = []

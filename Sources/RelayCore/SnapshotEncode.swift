@@ -175,6 +175,7 @@ struct SnapshotWriter {
       rateWindow(w.hand)
       rateWindow(w.message)
     }
+    rateWindow(s.churnWindow)
     replayLog(s.replay)
   }
 
@@ -278,6 +279,14 @@ extension SnapshotWriter {
     out.count(initiators.count)
     for uid in initiators {
       let times = book.initiateWindows[uid, default: []]
+      out.string(uid)
+      out.count(times.count)
+      for t in times { out.i64(t) }
+    }
+    let callees = book.ringWindows.keys.sorted()
+    out.count(callees.count)
+    for uid in callees {
+      let times = book.ringWindows[uid, default: []]
       out.string(uid)
       out.count(times.count)
       for t in times { out.i64(t) }

@@ -113,6 +113,9 @@ final class Session {
   /// §7 queue, in `hand.raised` order.
   var hands: [Hand] = [] { didSet { snapshotChunk = nil } }
   var replay: ReplayLog
+  /// §5.2 `--session-join-rate`: the joins and leaves of all connections in this
+  /// session within the last `sessionJoinWindowMs` (JoinRate.swift).
+  var churnWindow = RateWindow()
 
   init(id: String, config: CoreConfig, budget: ReplayBudget? = nil) {
     self.id = id

@@ -51,6 +51,9 @@ extension Fields {
       throw bad("callType must be audio or video")
     }
     let metadata = try optionalObject("metadata")
+    if let metadata, !JSONValue.object(metadata).hasOnlyFiniteNumbers {
+      throw bad("metadata holds a number outside the range of a double (RFC 8259 §6)")
+    }
     if let metadata, JSONValue.object(metadata).encoded().count > limits.maxMetadataBytes {
       throw bad("metadata exceeds \(limits.maxMetadataBytes) bytes")
     }

@@ -136,6 +136,9 @@ struct Fields {
   /// §7a: any JSON value (null included) whose compact encoding is ≤ maxDataBytes.
   func data() throws(CommandError) -> [UInt8] {
     guard let value = object["data"] else { throw bad("missing field data") }
+    guard value.hasOnlyFiniteNumbers else {
+      throw bad("data holds a number outside the range of a double (RFC 8259 §6)")
+    }
     let encoded = value.encoded()
     guard encoded.count <= limits.maxDataBytes else {
       throw bad("data exceeds \(limits.maxDataBytes) bytes")

@@ -107,3 +107,26 @@ public enum JSONValue: Sendable, Hashable {
   /// Member lookup when this is an object; nil otherwise.
   public subscript(key: String) -> JSONValue? { objectValue?[key] }
 }
+
+extension JSONValue {
+  /// False when a number anywhere inside overflows a double (`1e400`): RFC 8259 §6
+  /// warns that such numbers do not interoperate, and JavaScript and Python clients
+  /// read them as `Infinity`. Recursion is bounded by the parser's nesting limit.
+  public var hasOnlyFiniteNumbers: Bool {
+    switch self {
+    case .null, .bool, .string: return true
+    case .number(let n): return n.isRepresentable
+    case .array(let elements): return elements.allSatisfy { $0.hasOnlyFiniteNumbers }
+    case .object(let object): return object.members.allSatisfy { $0.value.hasOnlyFiniteNumbers }
+    }
+  }
+}
+
+extension JSONNumber {
+  /// The value fits a double (underflow to zero is fine). An integer literal of at
+  /// most 300 digits always fits, so only longer ones and exponents are converted.
+  public var isRepresentable: Bool {
+    guard text.utf8.count > 300 || text.utf8.contains(where: { $0 | 0x20 == UInt8(ascii: "e") }) else { return true }
+    return double.isFinite
+  }
+}

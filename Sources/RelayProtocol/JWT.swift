@@ -61,6 +61,8 @@ struct JWTClaimsReader {
     guard let exp = claims["exp"] else { return .failure(.missingExpiry) }
     guard let expMs = milliseconds(exp) else { return .failure(.invalidClaim("exp")) }
     guard Double(nowWallMs) <= expMs + Double(leewayMs) else { return .failure(.expired) }
+    // `iat` is informational (RFC 7519 §4.1.6) but, when present, held to the same range.
+    if let iat = claims["iat"], !iat.isNull, milliseconds(iat) == nil { return .failure(.invalidClaim("iat")) }
     if let nbf = claims["nbf"], !nbf.isNull {
       guard let nbfMs = milliseconds(nbf) else { return .failure(.invalidClaim("nbf")) }
       guard nbfMs <= Double(nowWallMs) + Double(leewayMs) else { return .failure(.notYetValid) }
@@ -68,15 +70,18 @@ struct JWTClaimsReader {
     return optionalClaims(sub: sub, expMs: expMs)
   }
 
-  /// NumericDate seconds (RFC 7519 §2, fractions allowed) → ms; nil unless finite.
+  /// NumericDate seconds (RFC 7519 §2, fractions allowed) → ms; nil unless within
+  /// 0...`JWT.maxNumericDateSeconds` (so always exact enough and inside Int64 as ms).
   func milliseconds(_ value: JSONValue) -> Double? {
-    guard let seconds = value.numberValue?.double, seconds.isFinite else { return nil }
+    guard let seconds = value.numberValue?.double, seconds.isFinite,
+      seconds >= 0, seconds <= Double(JWT.maxNumericDateSeconds)
+    else { return nil }
     return seconds * 1000
   }
 
   func optionalClaims(sub: String, expMs: Double) -> Result<Identity, JWTError> {
     var identity = Identity(uid: sub, name: sub)
-    if abs(expMs) < 9.0e18 { identity.expiresAtMs = Int64(expMs) }
+    identity.expiresAtMs = Int64(expMs)  // within range: see `milliseconds`
     switch claims["name"] {
     case nil, .null?: break
     case .string(let name)?: identity.name = name
@@ -118,6 +123,11 @@ struct JWTClaimsReader {
 
 /// Token issuing (admin `POST /v1/tokens`, `relay token`).
 public enum JWT {
+  /// The latest NumericDate accepted (and minted): 9999-12-31T23:59:59Z. Anything
+  /// later is not a time a token issuer means (milliseconds written as seconds,
+  /// 1e30, 2^63) and must not read as "never expires" (§3.1).
+  public static let maxNumericDateSeconds: Int64 = 253_402_300_799
+
   /// The claims object of §3, members in a fixed order. Times in NumericDate seconds.
   public static func claims(
     sub: String, name: String? = nil, avatar: String? = nil, sessions: [String]? = nil,

@@ -32,6 +32,9 @@ final class OutboundBudget {
   /// Heap trims done, and when the last one ran (monotonic ms).
   var trims: UInt64 = 0
   var lastTrimMs: Int64 = 0
+  /// `SO_SNDBUF` the kernel granted an accepted socket (Linux: twice what was asked),
+  /// read from the first one: what each connection may hold in the kernel.
+  var socketSendBufferBytes = 0
 }
 
 extension RelayServer {
@@ -90,5 +93,8 @@ extension RelayServer {
     metrics.mirror("relay_outbound_budget_bytes", config.outboundBudgetBytes)
     metrics.mirrorCounter("relay_outbound_budget_closes_total", outbound.budgetCloses)
     metrics.mirrorCounter("relay_heap_trims_total", outbound.trims)
+    // Kernel memory outside the queues above: at most this much per open socket.
+    metrics.mirror("relay_socket_send_buffer_bytes", outbound.socketSendBufferBytes)
+    metrics.mirror("relay_kernel_send_buffer_bound_bytes", outbound.socketSendBufferBytes * connections.count)
   }
 }

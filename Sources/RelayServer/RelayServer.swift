@@ -58,6 +58,8 @@ public final class RelayServer {
   var webhookClient: WebhookClient?
   /// Slow-consumer closes, the process-wide outbound budget, heap trimming.
   let outbound = OutboundBudget()
+  /// Reads kept for a later turn (RelayServer+Turns.swift).
+  let deferredReads = DeferredReads()
 
   public init(config: ServerConfig, logger: Logger, verifyToken: @escaping (String, Int64) -> Identity?) {
     self.config = config
@@ -67,6 +69,8 @@ public final class RelayServer {
     coreConfig.sessionWebhooks = config.webhookURL != nil
     self.verifyToken = verifyToken
     self.core = RelayCore(config: coreConfig, ids: CryptoIdentifiers(), verifyToken: verifyToken)
+    let turnHistogram = metrics.loopTurn
+    loop.onTurn = { turnHistogram.recordNanoseconds(Int64(clamping: $0)) }
     if let c = config.cluster {
       cluster = ClusterNode(server: self, config: c, logger: logger)
     }
@@ -84,6 +88,7 @@ public final class RelayServer {
     do {
       try loadTLS()
       l = try TCPListener(loop: loop, host: config.host, port: config.port)
+      l.sendBufferBytes = config.socketSendBufferBytes
       // A cluster node listens once it has joined and caught up with the log, so a
       // client that waits for /healthz never meets a node that would refuse its
       // upgrade; after `clusterListenGraceMs` it listens anyway (Redis may be down:
@@ -166,12 +171,13 @@ public final class RelayServer {
   /// itself should the wall clock step back.
   var now: Instant {
     let mono = Int64(loop.nowMs)
-    return Instant(monoMs: mono, wallMs: Loop.wallClockMs())
+    return Instant(monoMs: mono, wallMs: Loop.wallClockMs(), lateMs: loop.readLatenessMs)
   }
 
   // MARK: Accept
 
   private func accept(_ tcp: TCPConnection) {
+    if outbound.socketSendBufferBytes == 0 { outbound.socketSendBufferBytes = tcp.sendBufferSize }
     let conn = adopt(tcp)
     tcp.delegate = conn
     tcp.startReading()
@@ -298,7 +304,7 @@ public final class RelayServer {
   }
 
   func sendPing(_ conn: ServerConnection) {
-    if conn.acceptsFrames { conn.send(pingFrame) }
+    if conn.acceptsFrames { conn.sendControl(pingFrame) }
   }
 
   /// The fan-out: one frame, queued by reference to every recipient. The outbound
@@ -344,7 +350,10 @@ public final class RelayServer {
       timer.stop()
       return
     }
-    let delay = max(0, next - Int64(loop.nowMs))
+    // At least 1 ms: a libuv timer (1.44) restarted with 0 inside its own callback
+    // runs again in the same timers pass, and a mass expiry the core spreads over
+    // ticks (RelayCore.tick) must get a turn of its own for each part, with I/O between.
+    let delay = max(1, next - Int64(loop.nowMs))
     timer.start(afterMs: UInt64(delay)) { [unowned self] in
       self.armedCoreDeadline = nil
       self.core.tick(at: self.now)
@@ -400,6 +409,7 @@ public final class RelayServer {
       listenFallback = nil
       coreTimer?.close()
       coreTimer = nil
+      closeDeferredReads()
       webhookClient?.close()  // contract §11: a pending webhook never holds the exit
       if force { cluster?.close() } else { cluster?.leave {} }
       for s in signals { s.close() }

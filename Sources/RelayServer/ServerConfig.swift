@@ -27,7 +27,21 @@ public struct ServerConfig: Sendable {
   /// 4008 (contract §1), and how long its queue may stand still (a reader that
   /// stopped), before its socket is closed regardless.
   public var slowConsumerCloseTimeoutMs: Int64 = 60_000
+  /// `--socket-send-buffer-bytes`: `SO_SNDBUF` of every accepted socket (0: the
+  /// kernel's autotuned default, up to megabytes). Bytes in the kernel are past
+  /// every relay limit and ahead of every ping and close frame (protocol/ §1), so
+  /// this bounds how late a slow reader sees its 4008 and how much kernel memory
+  /// one connection holds (Linux keeps twice the value).
+  public var socketSendBufferBytes = 65_536
   public var slowConsumerStallMs: Int64 = 10_000
+  /// Busy time of a loop turn after which reads wait for a later turn
+  /// (RelayServer+Turns.swift): an input storm (thousands of sockets ready at once,
+  /// each with joins to answer) is spread over turns. At most
+  /// `maxDeferredReadBytes` wait (each connection one read of ≤ 64 KiB). 10 ms, not
+  /// more: the flush of every connection those reads wrote to follows in the same
+  /// turn (a re-join pile-up in six 500-member sessions: turns up to 100 ms at 20).
+  public var turnReadBudgetMs: Int64 = 10
+  public var maxDeferredReadBytes = 64 << 20
   /// `--outbound-budget-bytes`: bytes queued for all connections together (0 = no
   /// bound); past it the connections holding the most are closed 4008 first.
   public var outboundBudgetBytes = 512 << 20

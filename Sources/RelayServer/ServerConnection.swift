@@ -64,12 +64,17 @@ protocol ConnectionTransport: AnyObject {
   func writeFinal(_ bytes: [UInt8]) -> Bool
   /// Drops queued whole frames the kernel has not started on.
   @discardableResult func discardUnsent() -> Int
+  /// A control frame ahead of queued data, at a frame boundary (RFC 6455 §5.4).
+  @discardableResult func writeControl(_ frame: OutboundBuffer) -> Bool
   /// Flushes at the end of the turn even with nothing queued (TLS handshake output).
   func flushSoon()
   /// Graceful end: the queue is flushed, then FIN.
   func shutdown()
   /// Immediate end.
   func close()
+  /// Flow control of reads (the turn budget, RelayServer+Turns.swift).
+  func stopReading()
+  func startReading()
   var acceptsWrites: Bool { get }
   var isClosed: Bool { get }
   var queuedBytes: Int { get }
@@ -161,8 +166,24 @@ final class ServerConnection: TCPConnectionDelegate {
     didClose(reason)
   }
 
-  /// Bytes from the transport: ciphertext when TLS is on, else plaintext.
+  /// protocol/ §8: bytes the peer acknowledged prove it alive like an inbound frame.
+  /// A reader working through a backlog may answer a ping late (it queued behind
+  /// data in the kernel); it is slow, not dead, and the outbound cap, not the
+  /// heartbeat, decides about it.
+  func connectionDidDrain(_ connection: TCPConnection) {
+    guard case .open(.relay) = state else { return }
+    server.inputAlive(self)
+  }
+
+  /// Bytes from the transport: ciphertext when TLS is on, else plaintext. Past the
+  /// turn's read budget they wait for a later turn (RelayServer+Turns.swift).
   func didRead(_ bytes: UnsafeMutableRawBufferPointer) {
+    if server.shouldDeferRead() { return server.readDeferred(self, bytes) }
+    handleRead(bytes)
+  }
+
+  /// `didRead` now, whatever the budget.
+  func handleRead(_ bytes: UnsafeMutableRawBufferPointer) {
     if let tls { return readTLS(tls, bytes) }
     readPlaintext(bytes)
   }
@@ -362,6 +383,10 @@ final class ServerConnection: TCPConnectionDelegate {
   /// The peer is presumed dead (protocol/ §5 heartbeat timeout): no closing
   /// handshake, the socket ends now and the participant is lost.
   func drop() {
+    // A slow consumer flushing its close 4008 (`.ending` with the socket still open)
+    // answers pings late by construction; the flush sweep bounds it, and cutting it
+    // now would leave the reader a truncated frame instead of the close (§1).
+    if case .ending = state, transport.acceptsWrites { return }
     markLost()
     transport.close()
   }
@@ -382,6 +407,13 @@ final class ServerConnection: TCPConnectionDelegate {
   func send(_ bytes: [UInt8]) {
     if !transport.write(bytes) { slowConsumer() }
     server.checkOutboundBudget()
+  }
+
+  /// A ping or pong, queued ahead of data not yet started (RFC 6455 §5.4, §5.5):
+  /// it then waits behind at most the kernel's send buffer and one write in flight,
+  /// not behind a backlog of up to `--max-outbound-bytes`.
+  func sendControl(_ frame: OutboundBuffer) {
+    transport.writeControl(frame)
   }
 
   func send(_ buffer: OutboundBuffer) {

@@ -18,6 +18,9 @@ final class ServerMetrics {
   let slowConsumerCloses: CoreMetrics.Counter
   let httpRequests: CoreMetrics.Counter
   let commandLatency: Metrics.Timer
+  /// Busy time of every event-loop turn (LoopTurns.swift): the bound the relay keeps
+  /// (protocol/ §16, 50 ms) is checked against this, not against wall-clock guesses.
+  let loopTurn: DurationHistogram
   /// Contract §11 webhook deliveries: delivered, given up (or refused), retried, and
   /// dropped because the queue was full.
   let webhookSent: CoreMetrics.Counter
@@ -43,6 +46,12 @@ final class ServerMetrics {
     slowConsumerCloses = CoreMetrics.Counter(label: "relay_slow_consumer_closes_total", factory: f)
     httpRequests = CoreMetrics.Counter(label: "relay_http_requests_total", factory: f)
     commandLatency = Metrics.Timer(label: "relay_command_duration_seconds", factory: f)
+    loopTurn = registry.makeDurationHistogram(
+      name: "relay_loop_turn_seconds",
+      buckets: [
+        .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+        .milliseconds(100), .milliseconds(250), .milliseconds(1000), .milliseconds(5000),
+      ])
     webhookSent = CoreMetrics.Counter(label: "relay_webhook_sent_total", factory: f)
     webhookFailed = CoreMetrics.Counter(label: "relay_webhook_failed_total", factory: f)
     webhookRetried = CoreMetrics.Counter(label: "relay_webhook_retried_total", factory: f)

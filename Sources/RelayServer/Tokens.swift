@@ -40,9 +40,11 @@ public enum Tokens {
     secret: String, sub: String, name: String? = nil, avatar: String? = nil,
     sessions: [String]? = nil, role: Role? = nil, ttlMs: Int64, nowWallMs: Int64
   ) -> String {
-    let iat = nowWallMs / 1000
+    // Clamped to the NumericDates a verifier accepts (§3.1), so a saturated
+    // lifetime still mints a valid token.
+    let iat = min(nowWallMs / 1000, JWT.maxNumericDateSeconds)
     let (sum, overflow) = nowWallMs.addingReportingOverflow(max(ttlMs, 0))
-    let exp = (overflow ? Int64.max : sum) / 1000
+    let exp = min((overflow ? Int64.max : sum) / 1000, JWT.maxNumericDateSeconds)
     let claims = JWT.claims(
       sub: sub, name: name, avatar: avatar, sessions: sessions, role: role,
       issuedAtSeconds: iat, expiresAtSeconds: max(exp, iat))

@@ -21,12 +21,16 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("max-message-bytes")) var maxMessageBytes: Int?
   @Option(name: .customLong("max-outbound-bytes")) var maxOutboundBytes: Int?
   @Option(name: .customLong("outbound-budget-bytes"), help: "bytes queued for all connections") var outboundBudgetBytes: Int?
+  @Option(name: .customLong("socket-send-buffer-bytes"), help: "SO_SNDBUF per socket (0 = kernel default)") var socketSendBufferBytes: Int?
   @Option(name: .customLong("drain-timeout"), help: "ms") var drainTimeout: Int?
   @Option(name: .customLong("max-participants")) var maxParticipants: Int?
   @Option(name: .customLong("max-sessions-per-connection")) var maxSessionsPerConnection: Int?
   @Option(name: .customLong("max-bad-messages")) var maxBadMessages: Int?
   @Option(name: .customLong("message-rate"), help: "message.send per participant per 1000 ms") var messageRate: Int?
   @Option(name: .customLong("join-rate"), help: "session.join + session.leave per connection per 10000 ms") var joinRate: Int?
+  @Option(name: .customLong("session-join-rate"), help: "joins + leaves of one session per 10000 ms, all connections (0 = no bound)") var sessionJoinRate: Int?
+  @Option(name: .customLong("max-name-bytes"), help: "UTF-8 bytes of a user's name (hello.dev or token)") var maxNameBytes: Int?
+  @Option(name: .customLong("max-avatar-bytes"), help: "UTF-8 bytes of a user's avatar (hello.dev or token)") var maxAvatarBytes: Int?
   @Option(name: .customLong("heartbeat-interval"), help: "ms") var heartbeatInterval: Int?
   @Option(name: .customLong("heartbeat-timeout"), help: "ms") var heartbeatTimeout: Int?
   @Option(help: "ms") var grace: Int?
@@ -39,6 +43,7 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("max-ended-calls"), help: "finished calls kept for idempotent repeats") var maxEndedCalls: Int?
   @Option(name: .customLong("max-ended-call-bytes"), help: "bytes of finished calls kept") var maxEndedCallBytes: Int?
   @Option(name: .customLong("ring-timeout"), help: "ms") var ringTimeout: Int?
+  @Option(name: .customLong("ring-rate"), help: "calls ringing one user per 60000 ms (0 = no bound)") var ringRate: Int?
   @Option(name: .customLong("hello-timeout"), help: "ms") var helloTimeout: Int?
   @Option(name: .customLong("webhook-url")) var webhookURL: String?
   @Option(name: .customLong("webhook-secret")) var webhookSecret: String?

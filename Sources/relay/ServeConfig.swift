@@ -39,12 +39,19 @@ extension Serve {
     }
     if let v = try pick(maxOutboundBytes, "max-outbound-bytes") { c.maxOutboundBytes = v }
     if let v = try pick(outboundBudgetBytes, "outbound-budget-bytes") { c.outboundBudgetBytes = v }
+    if let v = try pick(socketSendBufferBytes, "socket-send-buffer-bytes") {
+      guard v <= 1 << 30 else { throw ValidationError("--socket-send-buffer-bytes must be at most 1073741824") }
+      c.socketSendBufferBytes = v
+    }
     if let v = try pickMs(drainTimeout, "drain-timeout") { c.drainTimeoutMs = v }
     if let v = try pick(maxParticipants, "max-participants") { core.maxParticipants = v }
     if let v = try pick(maxSessionsPerConnection, "max-sessions-per-connection") { core.maxSessionsPerConnection = v }
     if let v = try pick(maxBadMessages, "max-bad-messages") { core.maxBadMessages = v }
     if let v = try pick(messageRate, "message-rate") { core.messageRate = v }
     if let v = try pick(joinRate, "join-rate") { core.joinRate = v }
+    if let v = try pick(sessionJoinRate, "session-join-rate") { core.sessionJoinRate = v }
+    if let v = try pick(maxNameBytes, "max-name-bytes") { core.maxNameBytes = v }
+    if let v = try pick(maxAvatarBytes, "max-avatar-bytes") { core.maxAvatarBytes = v }
     if let v = try pickMs(heartbeatInterval, "heartbeat-interval") { core.heartbeatIntervalMs = v }
     if let v = try pickMs(heartbeatTimeout, "heartbeat-timeout") { core.heartbeatTimeoutMs = v }
     if let v = try pickMs(grace, "grace") { core.graceMs = v }
@@ -57,6 +64,7 @@ extension Serve {
     if let v = try pick(maxEndedCalls, "max-ended-calls") { core.maxEndedCalls = v }
     if let v = try pick(maxEndedCallBytes, "max-ended-call-bytes") { core.maxEndedCallBytes = v }
     if let v = try pickMs(ringTimeout, "ring-timeout") { core.ringTimeoutMs = v }
+    if let v = try pick(ringRate, "ring-rate") { core.ringRate = v }
     if let v = try pickMs(helloTimeout, "hello-timeout") { core.helloTimeoutMs = v }
     core.devMode = c.secret == nil
     core.serverVersion = RelayVersion.string

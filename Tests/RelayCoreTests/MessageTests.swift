@@ -10,10 +10,10 @@ import Testing
     h.join(1, uid: "a")
     h.join(2, uid: "b")
     h.join(3, uid: "c", session: "other")
-    h.send(1, #"{"type":"message.send","id":"m","session":"s","data": {"emoji":"👍","n":1e400,"big":123456789012345678901234567890,"esc":"a\"\n\u0001"} }"#)
+    h.send(1, #"{"type":"message.send","id":"m","session":"s","data": {"emoji":"👍","n":1e300,"big":123456789012345678901234567890,"esc":"a\"\n\u0001"} }"#)
     #expect(h.out() == [
       #"c1 <- {"type":"ok","re":"m"}"#,
-      #"c1,c2 <- {"type":"message","session":"s","seq":3,"ts":\#(h.ts),"from":"a","data":{"emoji":"👍","n":1e400,"big":123456789012345678901234567890,"esc":"a\"\n\u0001"}}"#,
+      #"c1,c2 <- {"type":"message","session":"s","seq":3,"ts":\#(h.ts),"from":"a","data":{"emoji":"👍","n":1e300,"big":123456789012345678901234567890,"esc":"a\"\n\u0001"}}"#,
     ])
   }
 
@@ -62,5 +62,16 @@ import Testing
     h.send(1, #"{"type":"message.send","session":"s","data":0}"#)
     let lines = h.out()
     #expect(lines.count == 1 && typeOf(String(lines[0].split(separator: " <- ")[1])) == "message")
+  }
+}
+
+@Suite struct UnrepresentableNumberTests {
+  /// RFC 8259 §6: a number that overflows a double is refused, not forwarded.
+  @Test func overflowingNumbersInDataAreBadRequests() {
+    let h = Harness()
+    h.join(1, uid: "a")
+    _ = h.out()
+    h.send(1, #"{"type":"message.send","id":"m","session":"s","data":[1,{"x":-1e400}]}"#)
+    #expect(h.out().first?.contains(#""code":"bad_request""#) == true)
   }
 }

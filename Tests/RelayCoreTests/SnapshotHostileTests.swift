@@ -22,7 +22,7 @@ struct CraftedSnapshot {
   var budget: Section = { w in w.u64(0); w.count(0) }
   var liveness: Section = { w in w.u64(1); w.u64(1); w.count(0); w.count(0); w.count(0) }
   var calls: Section = { w in
-    for _ in 0..<3 { w.count(0) }
+    for _ in 0..<4 { w.count(0) }  // calls, live lists, initiate windows, ring windows
     w.u64(0); w.count(0); w.count(0); w.i64(0); w.i64(0); w.i64(0); w.u64(0)  // stats
     w.u64(0); w.count(0)  // finished
   }
@@ -49,7 +49,7 @@ struct CraftedSnapshot {
   }
 
   /// One session "s" at seq 0 with the given members (profile index, connection) and
-  /// hands, no rate windows, an empty replay log.
+  /// hands, no rate windows, an empty churn window, an empty replay log.
   static func session(members: [(UInt32, UInt64?)], hands: [String] = []) -> Section {
     { w in
       w.count(1)
@@ -61,6 +61,7 @@ struct CraftedSnapshot {
       w.count(hands.count)
       for uid in hands { w.string(uid); w.string(uid); w.i64(9) }
       w.count(0)
+      w.count(0); w.u32(0)  // the session's churn window, empty
       w.i64(0); w.count(0)
     }
   }

@@ -48,6 +48,13 @@ final class MemoryTransport: ConnectionTransport {
     return true
   }
 
+  /// Ahead of everything queued: nothing here is ever partly written or in flight.
+  @discardableResult func writeControl(_ frame: OutboundBuffer) -> Bool {
+    guard state == .open else { return false }
+    queue.insert(frame.withUnsafeBytes { Array($0) }, at: 0)
+    return true
+  }
+
   @discardableResult func discardUnsent() -> Int {
     // Sealed bytes are already on the wire here, so every queued buffer is plaintext.
     let dropped = queuedBytes
@@ -56,6 +63,8 @@ final class MemoryTransport: ConnectionTransport {
   }
 
   func flushSoon() {}
+  func stopReading() {}
+  func startReading() {}
 
   func shutdown() {
     guard state == .open else { return }

@@ -46,7 +46,7 @@ async def test_finished_calls_are_bounded_and_the_heap_returns(relay_factory):
     """300 calls with 4 KB of metadata each, cancelled at once: with 64 KiB for
     finished calls, the heap ends near where it started (unbounded, it holds them all
     for 300 s: several MB)."""
-    r = relay_factory("--max-ended-call-bytes", "65536", "--heartbeat-interval", "0")
+    r = relay_factory("--max-ended-call-bytes", "65536", "--heartbeat-interval", "0", "--ring-rate", "0")
     callee = await Client.connect(r.ws)
     await callee.hello_dev("bob")
     callers = []

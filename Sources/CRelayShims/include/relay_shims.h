@@ -17,4 +17,8 @@ void relay_heap_usage(size_t *in_use, size_t *free_held);
 /* glibc's malloc_trim(0): returns freed heap pages to the system; 1 if any were. */
 int relay_heap_trim(void);
 
+/* uv_loop_configure(loop, UV_METRICS_IDLE_TIME) (variadic): makes libuv account the
+   time it blocks in the poll, read back with uv_metrics_idle_time. 0 on success. */
+int relay_loop_measure_idle_time(uv_loop_t *loop);
+
 #endif

@@ -1,0 +1,64 @@
+// How long each loop turn works, and how late the loop reads what arrived meanwhile.
+// A turn is everything between two prepare phases except the time blocked in the
+// poll (libuv's idle-time metric, `docs/src/metrics.rst`): timers, I/O callbacks,
+// checks, closes. While a turn works, nothing is read; bytes that arrived then are
+// read by the next turn, and a client's messages that were spread out arrive bunched.
+import CLibUV
+
+/// The state of the turn measurement, one per loop.
+struct TurnClock {
+  /// `uv_hrtime` and `uv_metrics_idle_time` at the end of the last turn.
+  var endedNs: UInt64 = 0
+  var idleNs: UInt64 = 0
+  /// Busy time of the last completed turn.
+  var lastBusyNs: UInt64 = 0
+  /// The longest turn so far.
+  var maxBusyNs: UInt64 = 0
+  /// Loop time (`uv_now`) by which the poll must have returned: the next timer's due
+  /// time when the turn ended. Later than that, the process did not run (stopped,
+  /// starved of CPU) even though a timer was due.
+  var pollDeadlineMs: Int64 = .max
+}
+
+extension Loop {
+  /// Called with each turn's busy time in nanoseconds, at the end of the turn.
+  public typealias TurnObserver = (UInt64) -> Void
+
+  /// Ends a turn: measures it and reports it to `onTurn`.
+  func turnEnded() {
+    let nowNs = uv_hrtime()
+    let idleNs = uv_metrics_idle_time(rawLoop)
+    if turns.endedNs > 0 {
+      let elapsed = nowNs &- turns.endedNs
+      let idle = idleNs &- turns.idleNs
+      let busy = elapsed > idle ? elapsed - idle : 0
+      turns.lastBusyNs = busy
+      turns.maxBusyNs = max(turns.maxBusyNs, busy)
+      onTurn?(busy)
+    }
+    turns.endedNs = nowNs
+    turns.idleNs = idleNs
+    let timeout = uv_backend_timeout(rawLoop)
+    turns.pollDeadlineMs = timeout >= 0 ? Int64(uv_now(rawLoop)) + Int64(timeout) : .max
+  }
+
+  /// Busy time of the turn in progress so far, in nanoseconds (0 before the first
+  /// turn ended). Takes libuv's metrics lock: cheap, but not free.
+  public var currentTurnBusyNs: UInt64 {
+    guard turns.endedNs > 0 else { return 0 }
+    let elapsed = uv_hrtime() &- turns.endedNs
+    let idle = uv_metrics_idle_time(rawLoop) &- turns.idleNs
+    return elapsed > idle ? elapsed - idle : 0
+  }
+
+  /// The longest turn measured so far, in nanoseconds.
+  public var longestTurnNs: UInt64 { turns.maxBusyNs }
+
+  /// How long before `nowMs` what is read now may have arrived because the loop was
+  /// not reading: the last turn's busy time, or how far the poll overslept its
+  /// deadline (the process was stopped or starved). 0 on a loop that keeps up.
+  public var readLatenessMs: Int64 {
+    let overslept = turns.pollDeadlineMs == .max ? 0 : Int64(uv_now(rawLoop)) - turns.pollDeadlineMs
+    return max(0, max(Int64(turns.lastBusyNs / 1_000_000), overslept))
+  }
+}
