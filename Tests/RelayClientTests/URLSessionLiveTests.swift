@@ -25,7 +25,9 @@ import Testing
     }
     transport.post(.connect)
     var failures: [String] = []
-    let deadline = Date().addingTimeInterval(15)
+    // Generous: under a loaded machine (the whole suite in parallel on two cores) the
+    // first failure has been seen to take longer than 15 s to be reported.
+    let deadline = Date().addingTimeInterval(60)
     while Date() < deadline {
       failures = await transport.inspect { $0.failures } ?? []
       if out.state == .connected || failures.count >= 3 { break }
