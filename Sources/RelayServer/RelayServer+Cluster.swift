@@ -46,6 +46,9 @@ extension ServerConfig {
       "heartbeat=\(c.heartbeatIntervalMs)/\(c.heartbeatTimeoutMs)", "grace=\(c.graceMs)/\(c.backgroundGraceMs)",
       "idle-timeout=\(c.idleTimeoutMs)", "replay=\(c.replayEvents)/\(c.replayAgeMs)/\(c.replayBytes)/\(c.replayBudgetBytes)",
       "ended-calls=\(c.maxEndedCalls)/\(c.maxEndedCallBytes)", "ring-timeout=\(c.ringTimeoutMs)",
+      "identity=\(c.maxNameBytes)/\(c.maxAvatarBytes)", "ring-rate=\(c.ringRate)/\(c.ringWindowMs)",
+      "session-join-rate=\(c.sessionJoinRate)/\(c.sessionJoinWindowMs)",
+      "tick-bounds=\(c.maxDeadlinesPerTick)/\(c.maxTickDeliveries)",
     ]
     if let cluster {
       lines.append("node-timeout=\(cluster.nodeTimeoutMs)")
