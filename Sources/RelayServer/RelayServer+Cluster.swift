@@ -58,42 +58,14 @@ extension ServerConfig {
   }
 }
 
-/// The inputs of the core, standalone or clustered. Standalone, each goes straight
-/// into the core; clustered, each is logged, and every node's replica applies it
-/// when it reads it back from the log (ClusterNode.swift, docs/cluster.md).
+/// What the shell asks of its input log (InputLog.swift).
 extension RelayServer {
-  var isReady: Bool { !draining && (cluster?.isReady ?? true) }
+  var isReady: Bool { !draining && inputs.acceptsInputs }
 
-  /// The core's id of a new socket: in a cluster, the node's number is in its top
-  /// bits, so ids are unique across nodes (Replica.connectionID).
+  /// The core's id of a new socket (a cluster node's number in its top bits).
   func makeConnectionID() -> ConnectionID {
     defer { nextConnection += 1 }
-    guard let cluster else { return ConnectionID(nextConnection) }
-    return Replica.connectionID(node: cluster.number, local: nextConnection)
-  }
-
-  func inputOpen(_ conn: ServerConnection) {
-    guard let cluster else {
-      core.open(conn.id, at: now)
-      return applyEffects()
-    }
-    clusterLastInbound[conn.id.raw] = loop.nowMs
-    cluster.append(.open(connection: conn.id.raw)) { [weak self, weak conn] in
-      guard let self, let conn else { return }
-      conn.close(code: CloseCode.serviceRestart, reason: "cluster unavailable")
-    }
-  }
-
-  func inputText(_ conn: ServerConnection, _ payload: [UInt8]) {
-    guard let cluster else {
-      payload.withUnsafeBytes { inputText(conn.id, borrowed: $0) }
-      return applyEffects()
-    }
-    clusterLastInbound[conn.id.raw] = loop.nowMs
-    cluster.append(.text(connection: conn.id.raw, payload)) { [weak self, weak conn] in
-      guard let self, let conn else { return }
-      self.answerUnavailable(conn, payload)
-    }
+    return inputs.connectionID(local: nextConnection)
   }
 
   /// Standalone: one text message into the core, borrowed for the call; the caller
@@ -112,32 +84,9 @@ extension RelayServer {
   /// Commands per timed one (a power of two).
   static let commandSampling: UInt64 = 16
 
-  /// Any other inbound frame proves liveness (§5).
-  func inputAlive(_ conn: ServerConnection) {
-    guard cluster != nil else {
-      core.alive(conn.id, at: now)
-      return applyEffects()
-    }
-    clusterLastInbound[conn.id.raw] = loop.nowMs
-  }
-
-  /// `clean`: the socket ended after a closing handshake.
-  func inputClosed(_ conn: ServerConnection, clean: Bool) {
-    guard let cluster else {
-      core.closed(conn.id, clean: clean, at: now)
-      return applyEffects()
-    }
-    clusterLastInbound[conn.id.raw] = nil
-    // §12: a drained node's clients resume elsewhere, so their participants are
-    // held (lost), not gone. A socket of an earlier node number is already closed
-    // on every replica.
-    guard Replica.node(of: conn.id.raw) == cluster.number else { return }
-    cluster.append(.closed(connection: conn.id.raw, clean: clean && !draining))
-  }
-
   /// §12: a command that needs shared state while it is unreachable gets
   /// `unavailable` (with its `id` as `re`), and changes nothing.
-  private func answerUnavailable(_ conn: ServerConnection, _ payload: [UInt8]) {
+  func answerUnavailable(_ conn: ServerConnection, _ payload: [UInt8]) {
     guard conn.isWebSocket else { return }
     var members: [(String, JSONValue)] = [("type", .string("error"))]
     if let id = (try? JSONParser.parse(payload))?.objectValue?["id"]?.stringValue { members.append(("re", .string(id))) }
@@ -211,23 +160,6 @@ extension RelayServer {
   }
 
   // MARK: Admin actions through the log
-
-  /// Standalone: runs `action` on the core now. Clustered: logs it and answers when
-  /// the entry is applied, so every node agrees on its outcome.
-  func runAdmin(_ conn: ServerConnection, _ action: AdminAction) {
-    guard let cluster else {
-      let result = Replica.run(action, on: core, at: now)
-      applyEffects()
-      return respondAdmin(conn, result)
-    }
-    let request = nextAdminRequest
-    nextAdminRequest += 1
-    pendingAdmin[request] = conn
-    cluster.append(.admin(request: request, action)) { [weak self] in
-      guard let self, let conn = self.pendingAdmin.removeValue(forKey: request) else { return }
-      self.respondError(conn, 503, ErrorCode.unavailable.rawValue, "shared state unreachable; retry")
-    }
-  }
 
   func answerAdmin(_ request: UInt64, _ result: AdminResult) {
     guard let conn = pendingAdmin.removeValue(forKey: request) else { return }

@@ -19,6 +19,8 @@ public final class RelayServer {
   let verifyToken: (String, Int64) -> Identity?
   /// Cluster mode (contract §12): the bus and the replica; nil standalone.
   var cluster: ClusterNode?
+  /// Where every input of the core goes: the cluster node, or the core at once.
+  private(set) lazy var inputs: any InputLog = cluster ?? LocalLog(server: self)
   var replica: Replica?
   /// Cluster mode: each socket's last inbound frame (loop ms), for the shell's
   /// heartbeats (§5), and the admin requests waiting for their log entry.
@@ -219,7 +221,7 @@ public final class RelayServer {
   func webSocketOpened(_ conn: ServerConnection, _ endpoint: Endpoint) {
     websocketCount += 1
     metrics.websocketsOpen.record(websocketCount)
-    if endpoint == .relay { inputOpen(conn) }
+    if endpoint == .relay { inputs.open(conn) }
   }
 
   /// A WebSocket left the open ones (closing handshake done, slow consumer, dead
@@ -236,7 +238,7 @@ public final class RelayServer {
     guard connections.removeValue(forKey: conn.id) != nil else { return }
     if wasCounted { webSocketLeft(conn) }
     metrics.connectionsOpen.record(connections.count)
-    if let coreClean { inputClosed(conn, clean: coreClean) }
+    if let coreClean { inputs.closed(conn, clean: coreClean) }
     if draining, stopped, connections.isEmpty {
       sweepTimer?.close()
       sweepTimer = nil

@@ -172,7 +172,7 @@ final class ServerConnection: TCPConnectionDelegate {
   /// heartbeat, decides about it.
   func connectionDidDrain(_ connection: TCPConnection) {
     guard case .open(.relay) = state else { return }
-    server.inputAlive(self)
+    server.inputs.alive(self)
   }
 
   /// Bytes from the transport: ciphertext when TLS is on, else plaintext. Past the
@@ -320,7 +320,7 @@ final class ServerConnection: TCPConnectionDelegate {
   private func feedWebSocket(_ endpoint: Endpoint, _ bytes: UnsafeMutableRawBufferPointer) {
     var events = server.readScratch
     server.readScratch = []
-    if endpoint == .relay, server.cluster == nil, isWebSocket {
+    if endpoint == .relay, server.inputs.takesBorrowedText, isWebSocket {
       let server = self.server
       let id = self.id
       ws.receive(
@@ -351,7 +351,7 @@ final class ServerConnection: TCPConnectionDelegate {
       if endpoint == .echo {
         if acceptsFrames { send(Framing.frame(.text, payload)) }
       } else if isWebSocket {
-        server.inputText(self, payload)
+        server.inputs.text(self, payload)
       }
     case .binary(let payload):
       if endpoint == .echo {
@@ -361,7 +361,7 @@ final class ServerConnection: TCPConnectionDelegate {
         close(code: CloseCode.unsupportedData, reason: "binary messages are not accepted")
       }
     case .ping, .pong:
-      if endpoint == .relay, isWebSocket { server.inputAlive(self) }
+      if endpoint == .relay, isWebSocket { server.inputs.alive(self) }
     case .closed:
       // RFC 6455 §7.1.1: the closing handshake is done and the server closes TCP
       // first, after the close reply queued above.

@@ -1,0 +1,66 @@
+import EventLoop
+import RelayCluster
+import RelayCore
+import RelayWebSocket
+
+/// The relay's one input path (DESIGN.md, "Layers"): every input of the core — a
+/// socket opened, a text message, liveness, a socket closed, an HTTP action — goes
+/// through an input log. Standalone, `LocalLog` applies each at once, with no extra
+/// cost; clustered, `ClusterNode` appends it to the shared log and every node's
+/// replica applies it when it reads it back (docs/cluster.md). The shell never asks
+/// which one it has, except for the one borrowed fast path below.
+protocol InputLog: AnyObject {
+  /// Text may be handed over borrowed from the read buffer (`LocalLog`): it is
+  /// applied during the call. A log that keeps inputs for later needs a copy.
+  var takesBorrowedText: Bool { get }
+  /// Whether inputs can be taken now (a cluster node: joined, caught up, appends
+  /// succeeding).
+  var acceptsInputs: Bool { get }
+  /// The core's id for the process-local socket number `local`.
+  func connectionID(local: UInt64) -> ConnectionID
+  func open(_ conn: ServerConnection)
+  func text(_ conn: ServerConnection, _ payload: [UInt8])
+  /// Any other inbound frame (§8 liveness).
+  func alive(_ conn: ServerConnection)
+  /// `clean`: the socket ended after a closing handshake.
+  func closed(_ conn: ServerConnection, clean: Bool)
+  func admin(_ conn: ServerConnection, _ action: AdminAction)
+}
+
+/// Standalone: each input goes straight into the core, and its effects are applied.
+final class LocalLog: InputLog {
+  unowned let server: RelayServer
+
+  init(server: RelayServer) { self.server = server }
+
+  var takesBorrowedText: Bool { true }
+  var acceptsInputs: Bool { true }
+
+  func connectionID(local: UInt64) -> ConnectionID { ConnectionID(local) }
+
+  func open(_ conn: ServerConnection) {
+    server.core.open(conn.id, at: server.now)
+    server.applyEffects()
+  }
+
+  func text(_ conn: ServerConnection, _ payload: [UInt8]) {
+    payload.withUnsafeBytes { server.inputText(conn.id, borrowed: $0) }
+    server.applyEffects()
+  }
+
+  func alive(_ conn: ServerConnection) {
+    server.core.alive(conn.id, at: server.now)
+    server.applyEffects()
+  }
+
+  func closed(_ conn: ServerConnection, clean: Bool) {
+    server.core.closed(conn.id, clean: clean, at: server.now)
+    server.applyEffects()
+  }
+
+  func admin(_ conn: ServerConnection, _ action: AdminAction) {
+    let result = Replica.run(action, on: server.core, at: server.now)
+    server.applyEffects()
+    server.respondAdmin(conn, result)
+  }
+}
