@@ -196,26 +196,9 @@ WRITER = (b"local now = redis.call('TIME') "
 
 
 def redis_pipeline(port: int, commands: list[list[bytes]]) -> list[bytes]:
-    """Binary-safe pipelined commands; the first line (or bulk) of each reply."""
-    def enc(c):
-        return b"*%d\r\n" % len(c) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in c)
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
-        s.sendall(b"".join(enc(c) for c in commands))
-        data, out = b"", []
-        while len(out) < len(commands):
-            data += s.recv(1 << 20)
-            while b"\r\n" in data:
-                line, rest = data.split(b"\r\n", 1)
-                if line[:1] == b"$" and int(line[1:]) >= 0:
-                    n = int(line[1:])
-                    if len(rest) < n + 2:
-                        break
-                    out.append(rest[:n])
-                    data = rest[n + 2:]
-                else:
-                    out.append(line)
-                    data = rest
-    return out
+    sys.path.insert(0, str(ROOT / "Tests" / "integration"))
+    import redisutil  # noqa: PLC0415  (the tests' client, one copy)
+    return redisutil.pipeline(port, commands)
 
 
 def metric(port: int, name: str) -> float:

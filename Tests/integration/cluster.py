@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import redisutil
+
 from conftest import free_port, relay_binary
 
 START_TIMEOUT_S = 20.0
@@ -87,21 +89,7 @@ class Redis:
 
     def pipeline(self, commands: list[list[bytes]]) -> list[bytes]:
         """Many binary-safe commands on one socket; the first line of each reply."""
-        def enc(c):
-            return b"*%d\r\n" % len(c) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in c)
-        if self.password:
-            commands = [[b"AUTH", self.password.encode()]] + commands
-        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
-            s.sendall(b"".join(enc(c) for c in commands))
-            data = b""
-            replies: list[bytes] = []
-            while len(replies) < len(commands):
-                chunk = s.recv(1 << 20)
-                if not chunk:
-                    break
-                data += chunk
-                replies, data = _split_replies(data, replies)
-        return replies[1:] if self.password else replies
+        return redisutil.pipeline(self.port, commands, self.password, timeout=30)
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -116,22 +104,6 @@ class Redis:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
-
-
-def _split_replies(data: bytes, replies: list[bytes]) -> tuple[list[bytes], bytes]:
-    """Complete simple replies (status, error, integer, bulk) at the front of `data`."""
-    while b"\r\n" in data:
-        line, rest = data.split(b"\r\n", 1)
-        if line[:1] == b"$" and int(line[1:]) >= 0:
-            n = int(line[1:])
-            if len(rest) < n + 2:
-                break
-            replies.append(rest[:n])
-            data = rest[n + 2:]
-        else:
-            replies.append(line)
-            data = rest
-    return replies, data
 
 
 class Node:
