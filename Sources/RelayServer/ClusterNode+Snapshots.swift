@@ -78,18 +78,26 @@ extension ClusterNode {
     restart()
   }
 
-  /// The log lost records this replica needs (trimmed while it was behind, evicted,
-  /// or lost by Redis): rebuild from the newest snapshot, or, when that does not
-  /// help twice in a row, start a new generation.
+  /// The log lost records this replica needs. When a newer snapshot than this
+  /// replica's state is stored, the records were trimmed while this node lagged by
+  /// more than a snapshot interval: rebuild from that snapshot. When none is, the log
+  /// really lost them (evicted, lost by Redis); a rebuild from the stored snapshot is
+  /// tried, and when it meets the same hole a third time, a new generation starts.
   func rebuild(reason: String) {
     guard let g = generation else { return }
-    rebuildsWithoutProgress += 1
-    if rebuildsWithoutProgress > 2 {
-      logger.error("the cluster log is inconsistent: starting a new generation", metadata: ["why": "\(reason)"])
-      return replaceGeneration(g)
+    let mine = server.replica?.position ?? 0
+    readEpoch &+= 1  // nothing more of the current read is applied
+    commands?.send([Array("HGET".utf8), Self.key("snapshot", g), Array("pos".utf8)]) { [weak self] reply in
+      guard let self, self.generation == g else { return }
+      let stored = reply?.string.flatMap(UInt64.init) ?? 0
+      self.rebuildsWithoutProgress = stored > mine ? 0 : self.rebuildsWithoutProgress + 1
+      if self.rebuildsWithoutProgress > 2 {
+        self.logger.error("the cluster log is inconsistent: starting a new generation", metadata: ["why": "\(reason)"])
+        return self.replaceGeneration(g)
+      }
+      self.logger.warning("rebuilding this node's replica from the newest snapshot", metadata: ["why": "\(reason)"])
+      self.restart()
     }
-    logger.warning("rebuilding this node's replica from the newest snapshot", metadata: ["why": "\(reason)"])
-    restart()
   }
 
   private func restart() {

@@ -361,7 +361,6 @@ final class ClusterNode {
     number = n
     pendingJoin = nil
     server.replica?.localNode = n
-    rebuildsWithoutProgress = 0
     logger.info("cluster node joined", metadata: ["node": "\(config.nodeId)", "number": "\(n)"])
     becomeReady(reconnected: false)
   }

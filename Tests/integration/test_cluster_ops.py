@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 
 import pytest
@@ -229,3 +230,25 @@ async def test_a_rolling_upgrade_keeps_every_session_and_ringing_call(cluster):
             # The call still rings, and is answered on the new generation.
             await again.send({"type": "call.accept", "id": "a", "callId": call})
             assert (await again.recv_type("ok"))["re"] == "a"
+
+
+async def test_a_node_that_lags_past_a_snapshot_rebuilds_without_resetting_the_cluster(cluster):
+    flags = [*FLAGS[:FLAGS.index("--node-timeout")], "--node-timeout", "8000",
+             *FLAGS[FLAGS.index("--node-timeout") + 2:], "--snapshot-records", "200"]
+    n1, n2 = cluster.node(*flags), cluster.node(*flags)
+    alice = await dev(n1, "alice")
+    await join(alice, "room")
+    generation = cluster.redis.pipeline([[b"GET", GEN_KEY.encode()]])[0]
+    # n2 stops reading while the log moves on by many snapshot intervals: what it has
+    # not read is trimmed behind n1's snapshots.
+    n2.signal(signal.SIGSTOP)
+    await asyncio.to_thread(write_records, cluster, 3_000)
+    await asyncio.to_thread(_wait, lambda: xlen(cluster) < 1_000, 20, "log trimmed")
+    n2.signal(signal.SIGCONT)
+    await asyncio.to_thread(_wait, lambda: "rebuilding this node's replica" in n2.output(), 20, "n2 rebuilt")
+    await asyncio.to_thread(n2.wait_ready)
+    assert cluster.redis.pipeline([[b"GET", GEN_KEY.encode()]])[0] == generation, "one slow node reset the cluster"
+    assert n1.metric("relay_cluster_resets_total") == 0
+    bob = await dev(n2, "bob")
+    joined = await join(bob, "room")
+    assert {p["uid"] for p in joined["participants"]} == {"alice", "bob"}
