@@ -103,7 +103,7 @@ public struct NodeRecord: Equatable, Sendable {
 public struct ReplicaConfig: Sendable {
   public var nodeTimeoutMs: Int64
   /// A snapshot is due after this many records, or `snapshotBytes` of records.
-  public var snapshotRecords: UInt64 = 5_000
+  public var snapshotRecords: UInt64 = 50_000
   public var snapshotBytes: UInt64 = 32 << 20
   public var limits: LogLimits
 

@@ -16,7 +16,7 @@ public struct ClusterConfig: Sendable {
   /// `--snapshot-records` / `--snapshot-bytes`: a snapshot is due after this many
   /// records, or this many bytes of records, since the last one; the log keeps at
   /// most about twice that (docs/cluster.md, "Bounded history").
-  public var snapshotRecords: UInt64 = 5_000
+  public var snapshotRecords: UInt64 = 50_000
   public var snapshotBytes: UInt64 = 32 << 20
   /// `--redis-skip-policy-check`: trust a Redis whose `maxmemory-policy` cannot be
   /// read (managed services that hide CONFIG) or says it evicts.
@@ -129,7 +129,7 @@ extension RelayServer {
     let ids = LogIdentifiers(seed: seed) { Crypto.hmacSHA256(key: $0, message: $1) }
     var replicaConfig = ReplicaConfig(
       nodeTimeoutMs: config.cluster?.nodeTimeoutMs ?? 5_000, limits: LogLimits(maxTextBytes: config.maxMessageBytes))
-    replicaConfig.snapshotRecords = max(1, config.cluster?.snapshotRecords ?? 5_000)
+    replicaConfig.snapshotRecords = max(1, config.cluster?.snapshotRecords ?? 50_000)
     replicaConfig.snapshotBytes = max(1, config.cluster?.snapshotBytes ?? 32 << 20)
     let fresh: Replica
     if let bytes {
