@@ -120,7 +120,11 @@ class Node:
         env.pop("RELAY_SECRET", None)
         env.pop("RELAY_ADMIN_KEY", None)
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        # A wrapper (`faketime`) runs the relay as its child: the node is then its own
+        # process group, and signals go to the whole group, so no relay outlives its test.
+        self.group = bool(prefix)
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=self.group)
         if wait:
             try:
                 self.wait_ready()
@@ -187,7 +191,12 @@ class Node:
         raise KeyError(name)
 
     def signal(self, sig: int) -> None:
-        if self.proc.poll() is None:
+        if self.group:
+            try:
+                os.killpg(self.proc.pid, sig)  # our own group: the wrapper and its relay
+            except ProcessLookupError:
+                pass
+        elif self.proc.poll() is None:
             self.proc.send_signal(sig)
 
     def kill(self) -> None:
@@ -195,13 +204,13 @@ class Node:
         self.proc.wait(timeout=5)
 
     def stop(self, timeout: float = 15.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
+        if self.proc.poll() is None or self.group:
+            self.signal(signal.SIGCONT)
+            self.signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self.signal(signal.SIGKILL)
                 self.proc.wait(timeout=5)
         self.log.close()
         return self.proc.returncode
