@@ -7,12 +7,11 @@ frame. A reader that keeps up, with a backlog, is never cut."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
-import urllib.request
 
 import wsraw
+from test_slow_consumer import hello_and_join, metric  # one copy of each helper
 from wsraw import OP_CLOSE, OP_TEXT, RawClient
 
 STREAM_MSG_BYTES = 8_000
@@ -20,19 +19,6 @@ STREAM_PER_S = 20  # 160 KB/s into the session
 SLOW_READ_BYTES_PER_S = 80_000  # half of it
 
 
-def hello_and_join(c: RawClient, uid: str, session: str) -> None:
-    c.handshake("/v1/ws", protocols=["relay.v1"])
-    c.send_text(json.dumps({"type": "hello", "dev": {"uid": uid, "name": uid}}))
-    assert json.loads(c.recv_message(timeout=5)[1])["type"] == "welcome"
-    c.send_text(json.dumps({"type": "session.join", "session": session}))
-    while json.loads(c.recv_message(timeout=5)[1])["type"] != "session.joined":
-        pass
-
-
-def metric(relay, name: str) -> float:
-    with urllib.request.urlopen(relay.http + "/metrics", timeout=5) as r:
-        m = re.search(rf"^{name} ([0-9.e+]+)$", r.read().decode(), re.M)
-    return float(m.group(1)) if m else 0.0
 
 
 class Stream:
