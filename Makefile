@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:8080
 # command-line flag, since SwiftPM refuses unsafeFlags in a versioned dependency.
 RELEASE_FLAGS ?= -c release -Xswiftc -enforce-exclusivity=unchecked
 
-.PHONY: deps test-deps build release run test unit integration bench bench-abuse bench-cluster bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan embed clean
+.PHONY: deps test-deps build release run test unit integration bench bench-abuse bench-cluster bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -78,11 +78,6 @@ fuzz:
 
 fuzz-smoke:
 	FUZZ_SECONDS=5 bash scripts/fuzz.sh
-
-# Regenerates Sources/RelayServer/DemoAssets.swift from demo/ and clients/js/ (the relay
-# serves them at /demo); a test fails when the committed file is stale.
-embed:
-	python3 scripts/embed-demo.py
 
 clean:
 	rm -rf .build

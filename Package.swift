@@ -60,7 +60,8 @@ let package = Package(
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
       ],
-      swiftSettings: hot),
+      swiftSettings: hot,
+      plugins: ["EmbedDemoPlugin"]),
 
     // Client SDK: the sans-I/O client machine, then the public API with its transports
     // (EventLoop on Linux, URLSession on Apple platforms).
@@ -98,6 +99,11 @@ let package = Package(
       dependencies: ["RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop", "CAllocCounter"],
       path: "Benchmarks/relay-bench",
       swiftSettings: strict),
+
+    // Build tools: the demo page and the JavaScript client, embedded into RelayServer
+    // at build time (served at /demo; no generated copy in the tree).
+    .executableTarget(name: "embed-demo", swiftSettings: strict),
+    .plugin(name: "EmbedDemoPlugin", capability: .buildTool(), dependencies: ["embed-demo"]),
 
     // Tests.
     .target(name: "TestSupport", path: "Tests/TestSupport"),
