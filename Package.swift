@@ -121,5 +121,7 @@ let package = Package(
       ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol"]),
     .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayClientCore", "RelayProtocol", "TestSupport"]),
+    // The source-tree rules (imports per target, purity, sizes, comments): reads files only.
+    .testTarget(name: "TidyTests"),
   ]
 )
