@@ -130,6 +130,7 @@ import Testing
     "/// The defaults: 500 ms to 20 s backoff, 10 s per attempt.",
     "/// (`Loop.nowMs`), measured from the cached loop time (`docs/src/timer.rst`).",
     "h.advance(800)  // first message was 1 000 ms ago",
+    "/// 10 ms, not more: a longer budget stretches turns (Benchmarks/results/abuse.md).",
     "/// `turnBudgetMs`: a turn stays well under 50 ms (protocol/ §16), at most 64 KiB per read.",
   ]
 
