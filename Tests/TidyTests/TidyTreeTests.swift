@@ -21,11 +21,14 @@ struct SourceTree {
     self.files = files.sorted { $0.path < $1.path }
   }
 
-  /// Swift files under `folder`, not following symbolic links.
+  /// Swift files under `folder`, not following symbolic links nor entering hidden
+  /// folders (a nested package's `.build` holds generated code).
   static func swiftFiles(root: URL, folder: String) -> [(path: String, text: String)] {
     let base = root.appendingPathComponent(folder)
     let keys: [URLResourceKey] = [.isSymbolicLinkKey, .isRegularFileKey]
-    guard let walk = FileManager.default.enumerator(at: base, includingPropertiesForKeys: keys) else { return [] }
+    guard
+      let walk = FileManager.default.enumerator(at: base, includingPropertiesForKeys: keys, options: [.skipsHiddenFiles])
+    else { return [] }
     var found: [(path: String, text: String)] = []
     for case let url as URL in walk {
       let values = try? url.resourceValues(forKeys: Set(keys))
