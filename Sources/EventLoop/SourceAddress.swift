@@ -7,8 +7,9 @@ import CLibUV
 // Linux picks a connecting socket's local port while scanning the ephemeral range, and it
 // tries one parity of ports first: once about 14 000 connections share one source
 // address and destination, every further connect() walks the whole exhausted half
-// before finding a port (about 300 connects/s here). Spreading load-test clients over
-// several loopback source addresses (all of 127/8 is loopback) keeps that scan short.
+// before finding a port, and a load-test ramp crawls (Benchmarks/results/ramp.md).
+// Spreading load-test clients over several loopback source addresses (all of 127/8
+// is loopback) keeps that scan short.
 
 /// `IP_BIND_ADDRESS_NO_PORT` (linux/in.h): bind the address now, choose the port at
 /// connect time from the full 4-tuple instead of reserving one at bind time.

@@ -84,8 +84,8 @@ struct WriteQueue {
 /// chunks. At most `limit` chunks exist at once; past that a write keeps its frame
 /// by reference instead. A burst to more connections than that (a join storm's
 /// events) therefore allocates and frees no chunks: chunks freed between
-/// long-lived connection objects left the heap fragmented, about 0.4 KiB per idle
-/// connection after a ramp of 19 900.
+/// long-lived connection objects fragment the heap, and every idle connection then
+/// pays for it in resident memory (Benchmarks/results/fanout-kernel.md, section 3).
 final class ChunkPool {
   private var spare: [OutboundBuffer] = []
   private let limit: Int

@@ -39,7 +39,8 @@ public struct ServerConfig: Sendable {
   /// each with joins to answer) is spread over turns. At most
   /// `maxDeferredReadBytes` wait (each connection one read of ≤ 64 KiB). 10 ms, not
   /// more: the flush of every connection those reads wrote to follows in the same
-  /// turn (a re-join pile-up in six 500-member sessions: turns up to 100 ms at 20).
+  /// turn, so a longer budget lets a re-join pile-up push turns past protocol/ §16's
+  /// 50 ms (Benchmarks/results/abuse.md, "Turn read budget").
   public var turnReadBudgetMs: Int64 = 10
   public var maxDeferredReadBytes = 64 << 20
   /// `--outbound-budget-bytes`: bytes queued for all connections together (0 = no

@@ -106,7 +106,7 @@ final class Engine {
     let elapsed = Double(now - phaseStartMs)
     let target = min(bots.count, Int(elapsed * rampPerSecond / 1_000) + 1)
     // connect() on loopback runs the handshake in the caller and slows down
-    // as ephemeral ports fill up (10-20 ms each near 20 000 connections). A
+    // as ephemeral ports fill up (Benchmarks/results/ramp.md). A
     // catch-up burst could then block the loop for seconds, so the relay's
     // hello timeout would fire on bots that cannot answer their 101 in time:
     // spend at most `connectBudgetNs` per tick and catch up over later ticks.
