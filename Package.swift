@@ -5,6 +5,7 @@ import PackageDescription
 let strict: [SwiftSetting] = [
   .enableUpcomingFeature("ExistentialAny"),
   .enableUpcomingFeature("InternalImportsByDefault"),
+  .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
 // The relay's own modules are built for release with Swift's dynamic exclusivity
@@ -43,15 +44,19 @@ let package = Package(
       name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
     .target(name: "CRelayShims", dependencies: ["CLibUV", "COpenSSL"]),
 
-    // Pure layer: no libuv, no OpenSSL, no clock, no unseeded randomness.
-    .target(name: "RelayWebSocket", swiftSettings: hot),
-    .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: hot),
-    .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayWebSocket"], swiftSettings: hot),
-    .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayWebSocket"], swiftSettings: hot),
+    // Pure layer: no libuv, no OpenSSL, no clock, no unseeded randomness. Each target
+    // lists exactly the local targets its files import.
+    // RelayPrimitives: the small shared values every layer uses (close codes and the
+    // reconnect policy, Base64, the seeded PRNG, backoff, FIFO queue and deadline lane).
+    .target(name: "RelayPrimitives", swiftSettings: hot),
+    .target(name: "RelayWebSocket", dependencies: ["RelayPrimitives"], swiftSettings: hot),
+    .target(name: "RelayProtocol", dependencies: ["RelayPrimitives"], swiftSettings: hot),
+    .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
+    .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
-    .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims"], swiftSettings: hot),
-    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayProtocol", "EventLoop"], swiftSettings: strict),
+    .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims", "RelayPrimitives"], swiftSettings: hot),
+    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayProtocol", "RelayPrimitives"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [

@@ -5,6 +5,7 @@
 // and the seed, so every rule here is testable without a relay.
 
 import RelayProtocol
+import RelayPrimitives
 
 /// Tunables of the client. Durations in ms, like the protocol.
 public struct ClientConfiguration: Sendable {

@@ -19,7 +19,7 @@
 //   never traps (protocol/PROTOCOL.md §13.1).
 public import RelayCore
 import RelayProtocol
-import RelayWebSocket
+import RelayPrimitives
 
 /// Ids for the replicated core: the same on every replica, unguessable outside the
 /// cluster. Draw n is `HMAC-SHA256(seed, n)`, URL-safe base64; the seed is the log

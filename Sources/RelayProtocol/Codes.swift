@@ -1,6 +1,6 @@
 // Error and close codes of the contract (PROTOCOL.md §2), named once so no other
 // file spells them.
-public import RelayWebSocket
+public import RelayPrimitives
 
 /// `error.code` values (§2). Raw values are the wire strings.
 public enum ErrorCode: String, Sendable, CaseIterable {

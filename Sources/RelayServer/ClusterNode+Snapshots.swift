@@ -3,6 +3,8 @@ import RelayCluster
 import RelayCore
 import RelayCrypto
 import RelayWebSocket
+import RelayPrimitives
+import Logging
 
 // Snapshots, divergence and hand-over (docs/cluster.md, "Bounded history"): at the
 // positions the replica names, every node serializes its state and logs a digest;

@@ -5,6 +5,7 @@ import RelayCore
 import RelayCrypto
 import RelayProtocol
 import RelayWebSocket
+import RelayPrimitives
 
 /// Cluster mode (contract §13.1; design and failure cases in docs/cluster.md): this
 /// node's side of the shared log, a thin driver over Redis. It loads the newest

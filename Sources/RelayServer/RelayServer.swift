@@ -5,6 +5,9 @@ import RelayCore
 public import RelayProtocol
 import RelayCrypto
 import RelayWebSocket
+import RelayPrimitives
+import CoreMetrics
+import Prometheus
 
 /// The I/O shell: owns the loop, the listener and every connection, feeds the
 /// pure core, and turns its effects into writes. Single-threaded by design: all of

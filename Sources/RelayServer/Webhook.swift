@@ -2,6 +2,7 @@ import EventLoop
 import Logging
 import RelayCore
 import RelayCrypto
+import CoreMetrics
 
 /// Limits of the webhook client (contract §11: retried with backoff, bounded, counted;
 /// DESIGN.md: every queue has a named limit). The contract fixes no flags for these.

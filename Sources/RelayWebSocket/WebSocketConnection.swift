@@ -2,6 +2,7 @@
 // (RFC 6455 §5 framing, §5.4 fragmentation, §5.5 control frames, §7 closing,
 // §8.1 UTF-8). Sans-I/O: bytes in, events out; any split of the input gives
 // the same events.
+import RelayPrimitives
 
 /// One WebSocket connection's protocol state, for either role.
 public struct WebSocketConnection {

@@ -10,6 +10,7 @@ import RelayProtocol
 import Testing
 
 @testable import RelayCluster
+import RelayPrimitives
 
 private final class SimNode {
   let number: UInt32

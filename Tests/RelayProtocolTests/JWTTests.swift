@@ -3,6 +3,7 @@ import RelayWebSocket
 import Testing
 
 @testable import RelayProtocol
+import RelayPrimitives
 
 let secret = Array("test-secret".utf8)
 let hmac: HMACFunction = { TestSHA256.hmac(key: $0, message: $1) }

@@ -8,6 +8,7 @@ import RelayCore
 import RelayWebSocket
 
 @testable import RelayServer
+import RelayPrimitives
 
 final class MemoryTransport: ConnectionTransport {
   enum State { case open, shuttingDown, closed }

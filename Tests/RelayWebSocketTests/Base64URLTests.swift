@@ -1,6 +1,7 @@
 import Testing
 
 @testable import RelayWebSocket
+import RelayPrimitives
 
 @Suite struct Base64URLTests {
   /// RFC 4648 §10 vectors, URL-safe alphabet without padding (§5).

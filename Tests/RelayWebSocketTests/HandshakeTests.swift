@@ -3,6 +3,7 @@
 import Testing
 
 @testable import RelayWebSocket
+import RelayPrimitives
 
 func request(
   method: String = "GET", version: String = "HTTP/1.1", omit: Set<String> = [],

@@ -5,6 +5,7 @@
 import Testing
 
 @testable import RelayWebSocket
+import RelayPrimitives
 
 /// SHA-1 (FIPS 180-4 §6.1), test-only: production injects OpenSSL's.
 func testSHA1(_ message: [UInt8]) -> [UInt8] {
