@@ -41,10 +41,17 @@ public struct FIFOQueue<Element> {
   /// Slots of the dead prefix (for tests of the compaction rule).
   public var deadPrefix: Int { head }
 
-  /// The element `offset` places after the oldest.
+  /// The element `offset` places after the oldest, modified in place (an element
+  /// holding an array is not copied to append to it).
   @inlinable public subscript(offset: Int) -> Element {
     get { storage[head + offset] }
-    set { storage[head + offset] = newValue }
+    _modify { yield &storage[head + offset] }
+  }
+
+  /// Inserts `element` `offset` places after the oldest (O(count - offset)).
+  @inlinable public mutating func insert(_ element: Element, at offset: Int) {
+    precondition(offset >= 0 && offset <= count, "FIFOQueue.insert: offset out of range")
+    storage.insert(element, at: head + offset)
   }
 
   @inlinable public mutating func append(_ element: Element) { storage.append(element) }
