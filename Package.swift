@@ -56,11 +56,11 @@ let package = Package(
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims", "RelayPrimitives"], swiftSettings: hot),
-    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayProtocol", "RelayPrimitives"], swiftSettings: strict),
+    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayPrimitives"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [
-        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster",
+        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -69,11 +69,11 @@ let package = Package(
 
     // Client SDK: the sans-I/O client machine, then the public API with its transports
     // (EventLoop on Linux, URLSession on Apple platforms).
-    .target(name: "RelayClientCore", dependencies: ["RelayProtocol"], swiftSettings: strict),
+    .target(name: "RelayClientCore", dependencies: ["RelayProtocol", "RelayPrimitives"], swiftSettings: strict),
     .target(
       name: "RelayClient",
       dependencies: [
-        "RelayClientCore", "RelayProtocol",
+        "RelayClientCore", "RelayProtocol", "RelayPrimitives",
         .target(name: "EventLoop", condition: .when(platforms: [.linux])),
         .target(name: "RelayWebSocket", condition: .when(platforms: [.linux])),
         .target(name: "RelayCrypto", condition: .when(platforms: [.linux])),
@@ -84,7 +84,7 @@ let package = Package(
     .executableTarget(
       name: "relay",
       dependencies: [
-        "RelayServer", "RelayCrypto", "RelayCore", "RelayProtocol", "RelayWebSocket", "EventLoop",
+        "RelayServer", "RelayCore", "RelayProtocol", "RelayPrimitives", "EventLoop",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Logging", package: "swift-log"),
       ],
@@ -92,7 +92,7 @@ let package = Package(
     .executableTarget(
       name: "relay-bots",
       dependencies: [
-        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol",
+        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayPrimitives",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Histogram", package: "hdrhistogram-swift"),
       ],
@@ -100,25 +100,26 @@ let package = Package(
     .target(name: "CAllocCounter", path: "Benchmarks/AllocCounter"),
     .executableTarget(
       name: "relay-bench",
-      dependencies: ["RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop", "CAllocCounter"],
+      dependencies: ["RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "CAllocCounter"],
       path: "Benchmarks/relay-bench",
       swiftSettings: strict),
 
     // Tests.
     .target(name: "TestSupport", path: "Tests/TestSupport"),
-    .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayCrypto"]),
-    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayWebSocket"]),
-    .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol"]),
+    .testTarget(name: "RelayPrimitivesTests", dependencies: ["RelayPrimitives"]),
+    .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayPrimitives", "RelayCrypto"]),
+    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
+    .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"]),
     .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "TestSupport"]),
-    .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayCrypto"]),
-    .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "RelayCrypto"]),
+    .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
+    .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
     .testTarget(
       name: "RelayServerTests",
       dependencies: [
-        "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop", "RelayCrypto", "TestSupport",
+        "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "RelayCrypto", "TestSupport",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol"]),
-    .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayClientCore", "RelayProtocol", "TestSupport"]),
+    .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayProtocol", "RelayPrimitives", "TestSupport"]),
   ]
 )

@@ -11,21 +11,31 @@
 public struct FIFOQueue<Element> {
   @usableFromInline var storage: [Element]
   @usableFromInline var head = 0
+  /// Capacity kept however empty the queue gets (see `shrinkIfSparse`).
+  @usableFromInline let retainedCapacity: Int
 
   /// The dead prefix is dropped once it is at least this long and at least half of
   /// the storage: each live element is moved at most once per halving, so appends
   /// stay O(1) amortized, and short queues are never shuffled.
   public static var compactionThreshold: Int { 64 }
   /// Arrays never give capacity back on their own: after a burst the queue would
-  /// keep its peak size for the life of the process. Above this capacity, a queue
-  /// that is a quarter full is reallocated half full.
-  public static var retainedCapacity: Int { 1_024 }
+  /// keep its peak size for the life of the process. Above `retainedCapacity`
+  /// (elements; this by default), a queue that is a quarter full is reallocated
+  /// half full.
+  public static var defaultRetainedCapacity: Int { 1_024 }
 
-  /// An empty queue.
-  @inlinable public init() { storage = [] }
+  /// An empty queue that keeps up to `retainedCapacity` elements' storage when it
+  /// empties (a byte buffer refilled by every read keeps more).
+  @inlinable public init(retainedCapacity: Int = defaultRetainedCapacity) {
+    storage = []
+    self.retainedCapacity = retainedCapacity
+  }
 
   /// A queue holding `elements`, first to last.
-  @inlinable public init<S: Sequence>(_ elements: S) where S.Element == Element { storage = Array(elements) }
+  @inlinable public init<S: Sequence>(_ elements: S) where S.Element == Element {
+    storage = Array(elements)
+    retainedCapacity = Self.defaultRetainedCapacity
+  }
 
   /// Elements queued.
   @inlinable public var count: Int { storage.count - head }
@@ -98,7 +108,7 @@ public struct FIFOQueue<Element> {
   }
 
   @usableFromInline mutating func shrinkIfSparse() {
-    guard storage.capacity > Self.retainedCapacity, storage.count * 4 < storage.capacity else { return }
+    guard storage.capacity > retainedCapacity, (storage.count - head) * 4 < storage.capacity else { return }
     var smaller: [Element] = []
     smaller.reserveCapacity(storage.count * 2)
     smaller.append(contentsOf: storage[head...])

@@ -1,7 +1,6 @@
 import EventLoop
 import RelayCore
 import RelayProtocol
-import RelayWebSocket
 import RelayCluster
 
 extension RelayServer {

@@ -1,7 +1,6 @@
 import RelayCluster
 import RelayCore
 import RelayProtocol
-import RelayWebSocket
 import RelayPrimitives
 import EventLoop
 

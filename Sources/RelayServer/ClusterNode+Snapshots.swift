@@ -2,7 +2,6 @@ import EventLoop
 import RelayCluster
 import RelayCore
 import RelayCrypto
-import RelayWebSocket
 import RelayPrimitives
 import Logging
 

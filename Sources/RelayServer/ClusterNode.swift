@@ -4,7 +4,6 @@ import RelayCluster
 import RelayCore
 import RelayCrypto
 import RelayProtocol
-import RelayWebSocket
 import RelayPrimitives
 
 /// Cluster mode (contract §13.1; design and failure cases in docs/cluster.md): this

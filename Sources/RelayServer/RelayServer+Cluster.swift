@@ -4,7 +4,6 @@ import RelayCluster
 import RelayCore
 import RelayCrypto
 import RelayProtocol
-import RelayWebSocket
 import RelayPrimitives
 import CoreMetrics
 

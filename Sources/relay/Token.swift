@@ -2,7 +2,6 @@ import ArgumentParser
 import EventLoop
 import RelayProtocol
 import RelayServer
-import RelayWebSocket
 import RelayPrimitives
 
 /// `relay token`: prints a signed HS256 token for operators and bots.

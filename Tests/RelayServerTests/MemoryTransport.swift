@@ -5,7 +5,6 @@
 // closes, never inside a write, as libuv reports it from its close callback.
 import EventLoop
 import RelayCore
-import RelayWebSocket
 
 @testable import RelayServer
 import RelayPrimitives
