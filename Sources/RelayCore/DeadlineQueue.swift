@@ -138,9 +138,17 @@ struct DeadlineQueue {
       heap.swapAt(0, heap.count - 1)
       let top = heap.removeLast()
       if !heap.isEmpty { siftDown(0) }
+      if let broken = Self.violation(popped: top, next: heap.first) { preconditionFailure(broken) }
       shrinkIfSparse(&heap)
       return top
     }
+  }
+
+  /// The heap's invariant at a pop, by name: what was queued behind the popped
+  /// deadline must not fire before it (O(1): only the new top is compared).
+  static func violation(popped: Deadline, next: Deadline?) -> String? {
+    guard let next, next.fires(before: popped) else { return nil }
+    return "deadline order: \(next.atMonoMs) ms (#\(next.order)) queued behind \(popped.atMonoMs) ms (#\(popped.order))"
   }
 
   private mutating func siftUp(_ start: Int) {

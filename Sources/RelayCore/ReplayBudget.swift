@@ -30,6 +30,21 @@ final class ReplayBudget {
   func charge(_ n: Int, events: Int) {
     bytes += n
     liveEvents += events
+    if let broken = Self.violation(bytes: bytes, liveEvents: liveEvents) { preconditionFailure(broken) }
+  }
+
+  /// The budget's accounting invariant, by name: what the logs gave back never
+  /// exceeds what they charged.
+  static func violation(bytes: Int, liveEvents: Int) -> String? {
+    guard bytes < 0 || liveEvents < 0 || (liveEvents == 0 && bytes != 0) else { return nil }
+    return "replay budget accounting: \(bytes) bytes for \(liveEvents) events"
+  }
+
+  /// The budget's bound after an eviction pass, by name: over `maxBytes` only when
+  /// no recorded event is left to evict.
+  static func violation(bytes: Int, maxBytes: Int, recordsLeft: Int) -> String? {
+    guard maxBytes > 0, bytes > maxBytes, recordsLeft > 0 else { return nil }
+    return "replay budget bound: \(bytes) bytes kept, at most \(maxBytes), with \(recordsLeft) events left to evict"
   }
 
   func countEviction() { evictions += 1 }
@@ -41,6 +56,9 @@ final class ReplayBudget {
     while bytes > maxBytes, let record = order.popFirst() {
       guard let owner = record.session, owner.replay.oldestSeq == record.seq else { continue }
       owner.replay.dropOldestForBudget()
+    }
+    if let broken = Self.violation(bytes: bytes, maxBytes: maxBytes, recordsLeft: order.count) {
+      preconditionFailure(broken)
     }
     compactIfMostlyStale()
   }

@@ -116,6 +116,17 @@ struct ReplayLog {
       budget?.countEviction()
     }
     while let oldest = entries.first, nowMonoMs - oldest.atMonoMs > maxAgeMs { dropOldest() }
+    if let broken = Self.violation(count: count, bytes: bytes, maxEvents: maxEvents, maxBytes: maxBytes) {
+      preconditionFailure(broken)
+    }
+  }
+
+  /// The bounds a trimmed log keeps, by name: nil when `count` events of `bytes` fit.
+  static func violation(count: Int, bytes: Int, maxEvents: Int, maxBytes: Int) -> String? {
+    if count > maxEvents { return "replay log bound: \(count) events kept, at most \(maxEvents)" }
+    if maxBytes > 0 && bytes > maxBytes { return "replay log bound: \(bytes) bytes kept, at most \(maxBytes)" }
+    if bytes < 0 || (count == 0 && bytes != 0) { return "replay log accounting: \(bytes) bytes for \(count) events" }
+    return nil
   }
 
   private mutating func dropOldest() {

@@ -100,6 +100,17 @@ struct Hand {
   let uid: String
   let name: String
   let raisedAtWallMs: Int64
+
+  /// The queue's invariants (§7) for appending `hand` to `queue`, by name: each
+  /// participant at most once, and `raisedAt` never decreasing along the queue.
+  /// `scanAll` adds the O(n) uniqueness scan; without it only the tail is compared.
+  static func violation(appending hand: Hand, to queue: [Hand], scanAll: Bool) -> String? {
+    if let last = queue.last, hand.raisedAtWallMs < last.raisedAtWallMs {
+      return "hand queue order: raisedAt \(hand.raisedAtWallMs) after \(last.raisedAtWallMs)"
+    }
+    let twice = scanAll ? queue.contains { $0.uid == hand.uid } : queue.last?.uid == hand.uid
+    return twice ? "hand queue uniqueness: \(hand.uid) is already queued" : nil
+  }
 }
 
 /// One session (room).
@@ -230,6 +241,15 @@ final class Session {
   }
 
   func handIndex(of uid: String) -> Int? { hands.firstIndex { $0.uid == uid } }
+
+  /// Appends a raised hand. The O(1) checks stay on in release builds; the scan for
+  /// a second entry anywhere in the queue is O(n) on every raise, so debug builds
+  /// (the tests and simulations) run it.
+  func queueHand(_ hand: Hand) {
+    if let broken = Hand.violation(appending: hand, to: hands, scanAll: false) { preconditionFailure(broken) }
+    assert(Hand.violation(appending: hand, to: hands, scanAll: true) == nil, "hand queue uniqueness: \(hand.uid)")
+    hands.append(hand)
+  }
 }
 
 /// Where a connection is in its lifecycle (§4).

@@ -425,3 +425,15 @@ private struct World {
     #expect(a.token(byteCount: 40).count == 54)  // 40 bytes, unpadded base64url
   }
 }
+
+/// The invariants `Replica.apply` checks on every record, in release builds too: the
+/// position moves by at most one and the log clock never moves back.
+@Suite struct ReplicaInvariantTests {
+  @Test func applyInvariantsAreNamed() {
+    #expect(Replica.violation(before: (5, 1_000), after: (5, 1_000)) == nil)
+    #expect(Replica.violation(before: (5, 1_000), after: (6, 1_500)) == nil)
+    #expect(Replica.violation(before: (5, 1_000), after: (7, 1_500))?.hasPrefix("replica apply: the position") == true)
+    #expect(Replica.violation(before: (5, 1_000), after: (4, 1_500))?.hasPrefix("replica apply: the position") == true)
+    #expect(Replica.violation(before: (5, 1_000), after: (6, 999))?.hasPrefix("replica apply: the log clock") == true)
+  }
+}
