@@ -175,7 +175,7 @@ public final class Replica {
   public func apply(_ raw: RawRecord) -> Applied {
     let before = (position: position, clockMs: clockMs)
     defer {
-      if let broken = Self.violation(before: before, after: (position, clockMs)) { preconditionFailure(broken) }
+      if let broken = Self.violation(before: before, after: (position, clockMs)) { fatalError(broken) }
     }
     var applied = Applied()
     guard let advanced = takePosition(raw, &applied) else { return applied }

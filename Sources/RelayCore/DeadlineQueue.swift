@@ -138,7 +138,7 @@ struct DeadlineQueue {
       heap.swapAt(0, heap.count - 1)
       let top = heap.removeLast()
       if !heap.isEmpty { siftDown(0) }
-      if let broken = Self.violation(popped: top, next: heap.first) { preconditionFailure(broken) }
+      if let broken = Self.violation(popped: top, next: heap.first) { fatalError(broken) }
       shrinkIfSparse(&heap)
       return top
     }

@@ -30,7 +30,7 @@ final class ReplayBudget {
   func charge(_ n: Int, events: Int) {
     bytes += n
     liveEvents += events
-    if let broken = Self.violation(bytes: bytes, liveEvents: liveEvents) { preconditionFailure(broken) }
+    if let broken = Self.violation(bytes: bytes, liveEvents: liveEvents) { fatalError(broken) }
   }
 
   /// The budget's accounting invariant, by name: what the logs gave back never
@@ -58,7 +58,7 @@ final class ReplayBudget {
       owner.replay.dropOldestForBudget()
     }
     if let broken = Self.violation(bytes: bytes, maxBytes: maxBytes, recordsLeft: order.count) {
-      preconditionFailure(broken)
+      fatalError(broken)
     }
     compactIfMostlyStale()
   }

@@ -117,7 +117,7 @@ struct ReplayLog {
     }
     while let oldest = entries.first, nowMonoMs - oldest.atMonoMs > maxAgeMs { dropOldest() }
     if let broken = Self.violation(count: count, bytes: bytes, maxEvents: maxEvents, maxBytes: maxBytes) {
-      preconditionFailure(broken)
+      fatalError(broken)
     }
   }
 

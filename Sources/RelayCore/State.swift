@@ -246,7 +246,7 @@ final class Session {
   /// a second entry anywhere in the queue is O(n) on every raise, so debug builds
   /// (the tests and simulations) run it.
   func queueHand(_ hand: Hand) {
-    if let broken = Hand.violation(appending: hand, to: hands, scanAll: false) { preconditionFailure(broken) }
+    if let broken = Hand.violation(appending: hand, to: hands, scanAll: false) { fatalError(broken) }
     assert(Hand.violation(appending: hand, to: hands, scanAll: true) == nil, "hand queue uniqueness: \(hand.uid)")
     hands.append(hand)
   }

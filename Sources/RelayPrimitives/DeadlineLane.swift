@@ -41,9 +41,12 @@ public struct DeadlineLane<Value> {
   }
 
   /// Adds a deadline; it must not be earlier than the last one (`accepts`).
+  ///
+  /// A broken invariant is a bug: it traps in release builds too, with its name
+  /// (`fatalError`, because `precondition` drops its message under -O).
   @inlinable
   public mutating func add(_ value: Value, dueMs: Int64) {
-    if let broken = Self.violation(adding: dueMs, after: entries.last?.dueMs) { preconditionFailure(broken) }
+    if let broken = Self.violation(adding: dueMs, after: entries.last?.dueMs) { fatalError(broken) }
     entries.append(Entry(dueMs: dueMs, value: value))
   }
 
