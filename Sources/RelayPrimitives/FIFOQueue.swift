@@ -2,6 +2,10 @@
 // pop are O(1) amortized with no per-element allocation, and the elements stay
 // contiguous (a slice of the live ones costs nothing). The dead prefix is dropped
 // by one rule (`compactIfWorthIt`), so its memory is bounded by the live part.
+// EventLoop's RingBuffer stays its own type: a socket's write queue needs stable
+// element addresses (a partly written buffer is advanced in place through a
+// pointer) and must never be copied, which an array-backed value cannot promise;
+// pure code, which may not use unsafe pointers, gets this one.
 
 /// FIFO over an array and a head index.
 ///
