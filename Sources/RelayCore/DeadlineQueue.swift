@@ -138,16 +138,20 @@ struct DeadlineQueue {
       heap.swapAt(0, heap.count - 1)
       let top = heap.removeLast()
       if !heap.isEmpty { siftDown(0) }
-      if let broken = Self.violation(popped: top, next: heap.first) { fatalError(broken) }
+      if !heap.isEmpty, let broken = Self.violation(popped: (top.atMonoMs, top.order), next: (heap[0].atMonoMs, heap[0].order)) {
+        fatalError(broken)
+      }
       shrinkIfSparse(&heap)
       return top
     }
   }
 
   /// The heap's invariant at a pop, by name: what was queued behind the popped
-  /// deadline must not fire before it (O(1): only the new top is compared).
-  static func violation(popped: Deadline, next: Deadline?) -> String? {
-    guard let next, next.fires(before: popped) else { return nil }
+  /// deadline must not fire before it (O(1): only the new top's key is compared, so
+  /// no entry is copied).
+  static func violation(popped: (atMonoMs: Int64, order: UInt64), next: (atMonoMs: Int64, order: UInt64)) -> String? {
+    let early = next.atMonoMs != popped.atMonoMs ? next.atMonoMs < popped.atMonoMs : next.order < popped.order
+    guard early else { return nil }
     return "deadline order: \(next.atMonoMs) ms (#\(next.order)) queued behind \(popped.atMonoMs) ms (#\(popped.order))"
   }
 

@@ -101,15 +101,20 @@ struct Hand {
   let name: String
   let raisedAtWallMs: Int64
 
-  /// The queue's invariants (§7) for appending `hand` to `queue`, by name: each
-  /// participant at most once, and `raisedAt` never decreasing along the queue.
-  /// `scanAll` adds the O(n) uniqueness scan; without it only the tail is compared.
-  static func violation(appending hand: Hand, to queue: [Hand], scanAll: Bool) -> String? {
-    if let last = queue.last, hand.raisedAtWallMs < last.raisedAtWallMs {
+  /// The queue's O(1) invariants (§7) for appending `hand` after `last`, by name:
+  /// `raisedAt` never decreases along the queue, and a participant is not queued
+  /// twice in a row.
+  static func violation(appending hand: Hand, after last: Hand?) -> String? {
+    guard let last else { return nil }
+    if hand.raisedAtWallMs < last.raisedAtWallMs {
       return "hand queue order: raisedAt \(hand.raisedAtWallMs) after \(last.raisedAtWallMs)"
     }
-    let twice = scanAll ? queue.contains { $0.uid == hand.uid } : queue.last?.uid == hand.uid
-    return twice ? "hand queue uniqueness: \(hand.uid) is already queued" : nil
+    return last.uid == hand.uid ? "hand queue uniqueness: \(hand.uid) is already queued" : nil
+  }
+
+  /// Each participant at most once anywhere in `queue` (O(n)), by name.
+  static func violation(appending hand: Hand, anywhereIn queue: [Hand]) -> String? {
+    queue.contains { $0.uid == hand.uid } ? "hand queue uniqueness: \(hand.uid) is already queued" : nil
   }
 }
 
@@ -246,8 +251,8 @@ final class Session {
   /// a second entry anywhere in the queue is O(n) on every raise, so debug builds
   /// (the tests and simulations) run it.
   func queueHand(_ hand: Hand) {
-    if let broken = Hand.violation(appending: hand, to: hands, scanAll: false) { fatalError(broken) }
-    assert(Hand.violation(appending: hand, to: hands, scanAll: true) == nil, "hand queue uniqueness: \(hand.uid)")
+    if let broken = Hand.violation(appending: hand, after: hands.last) { fatalError(broken) }
+    assert(Hand.violation(appending: hand, anywhereIn: hands) == nil, "hand queue uniqueness: \(hand.uid)")
     hands.append(hand)
   }
 }

@@ -8,10 +8,10 @@ import Testing
 
 @Suite struct InvariantTests {
   @Test func deadlineHeapPopsInOrder() {
-    let early = Deadline(atMonoMs: 100, order: 1, kind: .hello(ConnectionID(1)))
-    let tie = Deadline(atMonoMs: 100, order: 2, kind: .hello(ConnectionID(2)))
-    let late = Deadline(atMonoMs: 200, order: 0, kind: .hello(ConnectionID(3)))
-    #expect(DeadlineQueue.violation(popped: early, next: nil) == nil)
+    let early: (atMonoMs: Int64, order: UInt64) = (100, 1)
+    let tie: (atMonoMs: Int64, order: UInt64) = (100, 2)
+    let late: (atMonoMs: Int64, order: UInt64) = (200, 0)
+    #expect(DeadlineQueue.violation(popped: early, next: early) == nil)
     #expect(DeadlineQueue.violation(popped: early, next: tie) == nil)
     #expect(DeadlineQueue.violation(popped: early, next: late) == nil)
     #expect(DeadlineQueue.violation(popped: tie, next: early)?.hasPrefix("deadline order") == true)
@@ -52,14 +52,15 @@ import Testing
   @Test func handQueueUniquenessAndOrder() {
     let queue = [Hand(uid: "a", name: "A", raisedAtWallMs: 10), Hand(uid: "b", name: "B", raisedAtWallMs: 20)]
     let c = Hand(uid: "c", name: "C", raisedAtWallMs: 20)
-    #expect(Hand.violation(appending: c, to: queue, scanAll: true) == nil)
-    #expect(Hand.violation(appending: c, to: [], scanAll: false) == nil)
+    #expect(Hand.violation(appending: c, anywhereIn: queue) == nil)
+    #expect(Hand.violation(appending: c, after: queue.last) == nil)
+    #expect(Hand.violation(appending: c, after: nil) == nil)
     let againB = Hand(uid: "b", name: "B", raisedAtWallMs: 30)
-    #expect(Hand.violation(appending: againB, to: queue, scanAll: false)?.hasPrefix("hand queue uniqueness") == true)
+    #expect(Hand.violation(appending: againB, after: queue.last)?.hasPrefix("hand queue uniqueness") == true)
     let againA = Hand(uid: "a", name: "A", raisedAtWallMs: 30)
-    #expect(Hand.violation(appending: againA, to: queue, scanAll: false) == nil)  // only the scan sees it
-    #expect(Hand.violation(appending: againA, to: queue, scanAll: true)?.hasPrefix("hand queue uniqueness") == true)
+    #expect(Hand.violation(appending: againA, after: queue.last) == nil)  // only the scan sees it
+    #expect(Hand.violation(appending: againA, anywhereIn: queue)?.hasPrefix("hand queue uniqueness") == true)
     let early = Hand(uid: "d", name: "D", raisedAtWallMs: 5)
-    #expect(Hand.violation(appending: early, to: queue, scanAll: false)?.hasPrefix("hand queue order") == true)
+    #expect(Hand.violation(appending: early, after: queue.last)?.hasPrefix("hand queue order") == true)
   }
 }
