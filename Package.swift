@@ -5,6 +5,7 @@ import PackageDescription
 let strict: [SwiftSetting] = [
   .enableUpcomingFeature("ExistentialAny"),
   .enableUpcomingFeature("InternalImportsByDefault"),
+  .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
 // The relay's own modules are built for release with Swift's dynamic exclusivity
@@ -43,19 +44,23 @@ let package = Package(
       name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
     .target(name: "CRelayShims", dependencies: ["CLibUV", "COpenSSL"]),
 
-    // Pure layer: no libuv, no OpenSSL, no clock, no unseeded randomness.
-    .target(name: "RelayWebSocket", swiftSettings: hot),
-    .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: hot),
-    .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayWebSocket"], swiftSettings: hot),
-    .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayWebSocket"], swiftSettings: hot),
+    // Pure layer: no libuv, no OpenSSL, no clock, no unseeded randomness. Each target
+    // lists exactly the local targets its files import.
+    // RelayPrimitives: the small shared values every layer uses (close codes and the
+    // reconnect policy, Base64, the seeded PRNG, backoff, FIFO queue and deadline lane).
+    .target(name: "RelayPrimitives", swiftSettings: hot),
+    .target(name: "RelayWebSocket", dependencies: ["RelayPrimitives"], swiftSettings: hot),
+    .target(name: "RelayProtocol", dependencies: ["RelayPrimitives"], swiftSettings: hot),
+    .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
+    .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
-    .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims"], swiftSettings: hot),
-    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayProtocol", "EventLoop"], swiftSettings: strict),
+    .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims", "RelayPrimitives"], swiftSettings: hot),
+    .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayPrimitives"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [
-        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster",
+        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -65,11 +70,11 @@ let package = Package(
 
     // Client SDK: the sans-I/O client machine, then the public API with its transports
     // (EventLoop on Linux, URLSession on Apple platforms).
-    .target(name: "RelayClientCore", dependencies: ["RelayProtocol"], swiftSettings: strict),
+    .target(name: "RelayClientCore", dependencies: ["RelayProtocol", "RelayPrimitives"], swiftSettings: strict),
     .target(
       name: "RelayClient",
       dependencies: [
-        "RelayClientCore", "RelayProtocol",
+        "RelayClientCore", "RelayProtocol", "RelayPrimitives",
         .target(name: "EventLoop", condition: .when(platforms: [.linux])),
         .target(name: "RelayWebSocket", condition: .when(platforms: [.linux])),
         .target(name: "RelayCrypto", condition: .when(platforms: [.linux])),
@@ -80,7 +85,7 @@ let package = Package(
     .executableTarget(
       name: "relay",
       dependencies: [
-        "RelayServer", "RelayCrypto", "RelayCore", "RelayProtocol", "RelayWebSocket", "EventLoop",
+        "RelayServer", "RelayCore", "RelayProtocol", "RelayPrimitives", "EventLoop",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Logging", package: "swift-log"),
       ],
@@ -88,7 +93,7 @@ let package = Package(
     .executableTarget(
       name: "relay-bots",
       dependencies: [
-        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol",
+        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayPrimitives",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Histogram", package: "hdrhistogram-swift"),
       ],
@@ -96,7 +101,7 @@ let package = Package(
     .target(name: "CAllocCounter", path: "Benchmarks/AllocCounter"),
     .executableTarget(
       name: "relay-bench",
-      dependencies: ["RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop", "CAllocCounter"],
+      dependencies: ["RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "CAllocCounter"],
       path: "Benchmarks/relay-bench",
       swiftSettings: strict),
 
@@ -107,20 +112,21 @@ let package = Package(
 
     // Tests.
     .target(name: "TestSupport", path: "Tests/TestSupport"),
-    .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayCrypto"]),
-    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayWebSocket"]),
-    .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol"]),
+    .testTarget(name: "RelayPrimitivesTests", dependencies: ["RelayPrimitives"]),
+    .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayPrimitives", "RelayCrypto"]),
+    .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
+    .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"]),
     .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "TestSupport"]),
-    .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayCrypto"]),
-    .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "RelayCrypto"]),
+    .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
+    .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
     .testTarget(
       name: "RelayServerTests",
       dependencies: [
-        "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "EventLoop", "RelayCrypto", "TestSupport",
+        "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "RelayCrypto", "TestSupport",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol"]),
-    .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayClientCore", "RelayProtocol", "TestSupport"]),
+    .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayProtocol", "RelayPrimitives", "TestSupport"]),
     // The source-tree rules (imports per target, purity, sizes, comments): reads files only.
     .testTarget(name: "TidyTests"),
   ]

@@ -12,12 +12,14 @@ let link: [LinkerSetting] = [.unsafeFlags(["-sanitize=fuzzer,address", "-use-ld=
 let package = Package(
   name: "RelayFuzz",
   targets: [
-    .target(name: "RelayWebSocket", swiftSettings: instrumented),
-    .target(name: "RelayProtocol", dependencies: ["RelayWebSocket"], swiftSettings: instrumented),
-    // The RESP codec's two files, without the rest of RelayCluster (no dependencies).
-    .target(name: "RESPCodec", swiftSettings: instrumented),
-    .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayWebSocket"], swiftSettings: instrumented),
-    .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayWebSocket"], swiftSettings: instrumented),
+    .target(name: "RelayPrimitives", swiftSettings: instrumented),
+    .target(name: "RelayWebSocket", dependencies: ["RelayPrimitives"], swiftSettings: instrumented),
+    .target(name: "RelayProtocol", dependencies: ["RelayPrimitives"], swiftSettings: instrumented),
+    // The RESP codec's two files, without the rest of RelayCluster (its buffer is a
+    // RelayPrimitives queue).
+    .target(name: "RESPCodec", dependencies: ["RelayPrimitives"], swiftSettings: instrumented),
+    .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayPrimitives"], swiftSettings: instrumented),
+    .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: instrumented),
     .target(name: "FuzzDriver"),
     .executableTarget(name: "FuzzFrames", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzHTTPHead", dependencies: ["RelayWebSocket", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),

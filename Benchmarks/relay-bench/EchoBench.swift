@@ -1,5 +1,6 @@
 import EventLoop
 import RelayWebSocket
+import RelayPrimitives
 
 /// One client, one message in flight: round trips per second against
 /// `relay serve --echo` on 127.0.0.1:PORT.

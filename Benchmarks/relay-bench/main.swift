@@ -2,6 +2,7 @@
 // median of several runs (the machine is shared and noisy).
 //   relay-bench codec            frame decode + unmask + UTF-8 validate, MB/s
 //   relay-bench core             core raise/lower churn in a 1 000-member session
+//   relay-bench churn            the churn alone, once (for instruction counts)
 //   relay-bench ring             ringing storm on the core, every outcome
 //   relay-bench tick             heartbeat deadline cost at 5 000 vs 19 900 connections
 //   relay-bench echo PORT [SEC]  echo round trips/s against `relay serve --echo`
@@ -14,6 +15,7 @@ let args = Array(CommandLine.arguments.dropFirst())
 switch args.first ?? "all" {
 case "codec": CodecBench.run()
 case "core": CoreBench.run()
+case "churn": print("churn: \(CoreBench.churn(commands: 20_000).1) recipients per event")
 case "ring": RingBench.run()
 case "tick": TickBench.run()
 case "echo":
@@ -28,7 +30,7 @@ case "all":
   RingBench.run()
   TickBench.run()
 default:
-  print("usage: relay-bench [codec|core|ring|tick|echo PORT [SECONDS]|all]")
+  print("usage: relay-bench [codec|core|churn|ring|tick|echo PORT [SECONDS]|all]")
   exit(2)
 }
 

@@ -1,4 +1,5 @@
 import CLibUV
+public import RelayPrimitives
 
 /// One queued write: a buffer, how much of it the kernel already took (`offset`) and
 /// where its queued bytes end (`end`: the buffer's count, or for a copy chunk how
@@ -343,21 +344,6 @@ private func writeCallback(_ request: UnsafeMutablePointer<uv_write_t>?, _ statu
   unretainedOwner(request.pointee.data, as: TCPConnection.self).writeDidComplete(status: status)
 }
 
-
-/// Transforms a connection's outbound bytes at flush time: TLS encrypts everything
-/// queued during a loop turn as one batch (one `SSL_write` run, one socket write),
-/// so TLS keeps the cork. Implemented by the server over RelayCrypto's TLS.
-public protocol OutboundSealer: AnyObject {
-  /// Plaintext to encrypt, in order; valid only during the call. False when it
-  /// cannot be sealed (the connection failed; `takeSealed` then says so).
-  @discardableResult
-  func seal(_ plaintext: UnsafeRawBufferPointer) -> Bool
-  /// A clean close begins: queue the protocol's close message (TLS close_notify).
-  func closing()
-  /// Everything to send now (ciphertext, including what the protocol produced on
-  /// its own, e.g. handshake messages); nil when the connection failed and must close.
-  func takeSealed() -> [UInt8]?
-}
 
 extension TCPConnection {
   /// Encrypts what `write` queues (TLS); set once, before anything is written.

@@ -1,4 +1,5 @@
 import CLibUV
+import RelayPrimitives
 
 /// Why a connection closed, reported once by `TCPConnection.onClose`.
 public enum CloseReason: Sendable {

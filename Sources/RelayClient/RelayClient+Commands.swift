@@ -5,6 +5,7 @@
 
 public import RelayClientCore
 public import RelayProtocol
+import Dispatch
 
 extension RelayClient {
   // MARK: Sessions

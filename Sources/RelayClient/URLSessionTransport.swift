@@ -13,6 +13,7 @@
     import FoundationNetworking
   #endif
   import RelayClientCore
+  import RelayPrimitives
 
   // MARK: - The seam
 

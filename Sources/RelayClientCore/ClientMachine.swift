@@ -5,6 +5,7 @@
 // and the seed, so every rule here is testable without a relay.
 
 import RelayProtocol
+import RelayPrimitives
 
 /// Tunables of the client. Durations in ms, like the protocol.
 public struct ClientConfiguration: Sendable {
@@ -85,10 +86,8 @@ public struct ClientMachine: Sendable {
   var out: [ClientEffect] = []
 
   /// RFC 6455 §7.4.1 normal closure: what `disconnect()` sends, and (from the relay)
-  /// one of the codes that end reconnecting (§2).
-  static let normalClosure: UInt16 = 1000
-  /// The application range that means "do not reconnect automatically" (§2).
-  static let finalCodes: ClosedRange<UInt16> = 4500...4999
+  /// one of the codes that end reconnecting (protocol/ §14, `CloseCode.reconnect`).
+  static let normalClosure: UInt16 = CloseCode.normal
 
   /// `seed` drives the backoff jitter; pass a random value in production.
   public init(configuration: ClientConfiguration, seed: UInt64) {
@@ -190,7 +189,7 @@ public struct ClientMachine: Sendable {
   {
     guard transportActive else { return [] }
     transportActive = false
-    if let code, code == Self.normalClosure || Self.finalCodes.contains(code) {
+    if let code, CloseCode.endsReconnecting(code) {
       stopForGood(code: code, reason: reason)
     } else {
       connectionDropped(nowMs: nowMs)
@@ -239,9 +238,8 @@ public struct ClientMachine: Sendable {
 
   /// The delay before the next attempt: full jitter over an exponential ceiling.
   public mutating func nextBackoffMs() -> Int64 {
-    let exponent = min(attempt, 20)
-    let ceiling = min(configuration.backoffCapMs, configuration.backoffBaseMs << Int64(exponent))
-    return Int64(random.below(Int(ceiling) + 1))
+    Backoff(baseMs: configuration.backoffBaseMs, capMs: configuration.backoffCapMs)
+      .delayMs(attempt: attempt, using: &random)
   }
 
   /// Drops the socket without a close frame, so the relay treats the user as lost

@@ -1,4 +1,5 @@
 public import RelayCore
+import RelayProtocol
 
 // The cluster log's records (docs/cluster.md, protocol/PROTOCOL.md §13.1): every input
 // of the replicated core, as compact binary. One Redis Stream entry is one record: the

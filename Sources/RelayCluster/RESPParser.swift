@@ -15,6 +15,8 @@
 /// Incremental reply parser: `feed` bytes as they arrive, then `next()` until nil.
 /// After `next()` throws, the stream is unusable (the framing is lost): drop the
 /// connection.
+import RelayPrimitives
+
 public struct RESPParser {
   /// An array whose header was read, waiting for `remaining` more elements.
   private struct OpenArray {
@@ -42,13 +44,12 @@ public struct RESPParser {
   /// streams → [key, entries] → entries → [id, fields] → fields, nests 5.
   public let maxDepth: Int
 
-  private var buffer: [UInt8] = []
-  /// First byte not yet consumed.
-  private var start = 0
-  /// Bytes after `start` already searched for the pending header line's CRLF.
+  /// Bytes received and not yet consumed.
+  private var buffer = FIFOQueue<UInt8>(retainedCapacity: retainedBufferBytes)
+  /// Bytes after the first already searched for the pending header line's CRLF.
   private var scanned = 0
   /// Length of the bulk string whose header was consumed and whose bytes (and CRLF)
-  /// start at `start`.
+  /// start the buffer.
   private var pendingBulk: Int?
   /// Arrays of the reply in progress, outermost first.
   private var open: [OpenArray] = []
@@ -70,18 +71,8 @@ public struct RESPParser {
 
   /// Appends received bytes; call `next()` until it returns nil afterwards.
   public mutating func feed<C: Collection>(_ bytes: C) where C.Element == UInt8 {
-    if start > 0, start == buffer.count {
-      if buffer.capacity > Self.retainedBufferBytes {
-        buffer = []
-      } else {
-        buffer.removeAll(keepingCapacity: true)
-      }
-      start = 0
-    } else if start > 65_536, start * 2 > buffer.count {
-      // Moves at most as many bytes as were consumed since the last move: linear.
-      buffer.removeFirst(start)
-      start = 0
-    }
+    // The queue moves at most as many bytes as were consumed since its last move:
+    // linear, however the stream is split.
     buffer.append(contentsOf: bytes)
   }
 
@@ -114,14 +105,13 @@ public struct RESPParser {
 
   /// The bytes of the pending bulk string once they and their CRLF have arrived.
   private mutating func bulkBody(_ length: Int) throws(RESPError) -> [UInt8]? {
-    guard buffer.count - start >= length + 2 else { return nil }
-    let end = start + length
-    guard buffer[end] == 13, buffer[end + 1] == 10 else {
+    guard buffer.count >= length + 2 else { return nil }
+    guard buffer[length] == 13, buffer[length + 1] == 10 else {
       throw RESPError(message: "bulk string not followed by CRLF")
     }
-    let bytes = Array(buffer[start..<end])
+    let bytes = Array(buffer.elements.prefix(length))
     steps += length + 2
-    start = end + 2
+    buffer.removeFirst(length + 2)
     return bytes
   }
 
@@ -129,30 +119,29 @@ public struct RESPParser {
   /// has not arrived. Each byte is searched once (a CR at the end of the buffer
   /// twice), however the line is split across feeds.
   private mutating func headerLine() throws(RESPError) -> (UInt8, ArraySlice<UInt8>)? {
-    guard start < buffer.count else { return nil }
-    let kind = buffer[start]
+    guard let kind = buffer.first else { return nil }
     let limit: Int
     switch kind {
     case UInt8(ascii: "+"), UInt8(ascii: "-"): limit = Self.maxLineLength
     case UInt8(ascii: ":"), UInt8(ascii: "$"), UInt8(ascii: "*"): limit = Self.maxNumberLength
     default: throw RESPError(message: "unknown reply type byte \(kind)")
     }
-    // The CR may be at most at start + 1 + limit; its LF is one byte further.
-    let searchEnd = min(buffer.count - 1, start + 2 + limit)
-    var j = start + 1 + scanned
+    // The CR may be at most at 1 + limit; its LF is one byte further.
+    let searchEnd = min(buffer.count - 1, 2 + limit)
+    var j = 1 + scanned
     while j < searchEnd {
       steps += 1
       if buffer[j] == 13, buffer[j + 1] == 10 {
-        let line = buffer[(start + 1)..<j]
-        try count(j + 2 - start)
-        start = j + 2
+        let line = buffer.elements.dropFirst().prefix(j - 1)
+        try count(j + 2)
+        buffer.removeFirst(j + 2)
         scanned = 0
         return (kind, line)
       }
       j += 1
     }
-    scanned = j - start - 1
-    if buffer.count - start >= limit + 3 { throw RESPError(message: "reply header line too long") }
+    scanned = j - 1
+    if buffer.count >= limit + 3 { throw RESPError(message: "reply header line too long") }
     return nil
   }
 

@@ -19,7 +19,7 @@
 //   never traps (protocol/PROTOCOL.md §13.1).
 public import RelayCore
 import RelayProtocol
-import RelayWebSocket
+import RelayPrimitives
 
 /// Ids for the replicated core: the same on every replica, unguessable outside the
 /// cluster. Draw n is `HMAC-SHA256(seed, n)`, URL-safe base64; the seed is the log
@@ -173,11 +173,32 @@ public final class Replica {
 
   /// Applies one record of the log.
   public func apply(_ raw: RawRecord) -> Applied {
+    let before = (position: position, clockMs: clockMs)
+    defer {
+      if let broken = Self.violation(before: before, after: (position, clockMs)) { fatalError(broken) }
+    }
     var applied = Applied()
     guard let advanced = takePosition(raw, &applied) else { return applied }
     accept(raw, &applied)
     if advanced { countTowardsSnapshot(raw, &applied) }
     return applied
+  }
+
+  /// The invariants of one `apply`, by name: nil when a record took the replica from
+  /// `before` to `after`. Every replica must pass through the same positions and
+  /// clock readings (docs/cluster.md); a record that skipped a position or moved the
+  /// clock back would make replicas diverge, whatever the log held, so a failure is
+  /// a bug here (hostile records are refused before they reach the state).
+  static func violation(
+    before: (position: UInt64, clockMs: Int64), after: (position: UInt64, clockMs: Int64)
+  ) -> String? {
+    if after.position != before.position && after.position != before.position &+ 1 {
+      return "replica apply: the position advances by at most one (from \(before.position) to \(after.position))"
+    }
+    if after.clockMs < before.clockMs {
+      return "replica apply: the log clock is monotonic (from \(before.clockMs) to \(after.clockMs) ms)"
+    }
+    return nil
   }
 
   /// Takes the record's position if it is the next one (true), or accepts a second

@@ -64,7 +64,9 @@ extension Replica {
     let rules = try r.optional { r throws(BinaryError) in
       ClusterRules(format: try r.u8(), rules: try r.u32(), configDigest: try r.bytes())
     }
-    guard clock >= 0, clock < maxTimeMs, lastRaw >= 0, lastRaw < maxTimeMs, nextNumber >= 1,
+    // A clock only ever moves with a record's time (lastRaw), so a clock without one
+    // is corrupt: the next record would set the clock back.
+    guard clock >= 0, clock < maxTimeMs, lastRaw >= 0, lastRaw < maxTimeMs, lastRaw > 0 || clock == 0, nextNumber >= 1,
       nextNumber <= maxNodeNumber + 1
     else { throw r.error("clock or node counter out of range") }
     let nodes = try readNodes(&r, below: nextNumber)

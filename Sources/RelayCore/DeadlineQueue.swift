@@ -10,6 +10,8 @@
 //   no O(log n) sift through 20 000 entries and no dictionary lookup (the entry holds
 //   the connection itself).
 
+import RelayPrimitives
+
 /// What a deadline is for. Entries are never removed when they become moot; the core
 /// checks on firing whether the state they refer to still wants them ("lazy
 /// cancellation"), which keeps scheduling cheap and cancellation free.
@@ -37,7 +39,7 @@ struct DeadlineQueue {
   private(set) var heap: [Deadline] = []
   private var nextOrder: UInt64 = 0
   private var wheel = HeartbeatWheel()
-  private var hellos = HelloLane()
+  private var hellos = DeadlineLane<HelloTimeout>()
 
   var isEmpty: Bool { count == 0 }
   /// Queued entries of all lanes, moot ones not yet discarded included.
@@ -65,7 +67,7 @@ struct DeadlineQueue {
     case nil: return nil
     case .heap: return heap.first
     case .wheel: return wheel.first
-    case .hellos: return hellos.first
+    case .hellos: return hellos.firstDeadline
     }
   }
 
@@ -73,7 +75,7 @@ struct DeadlineQueue {
 
   /// Every queued entry of every lane, moot ones included, in no particular order:
   /// what a snapshot filters and sorts (SnapshotEncode.swift).
-  var pending: [Deadline] { heap + wheel.pending + hellos.pending }
+  var pending: [Deadline] { heap + wheel.pending + hellos.pendingDeadlines }
 
   /// The scheduling counter: the order number the next deadline gets.
   var nextOrderNumber: UInt64 { nextOrder }
@@ -86,7 +88,7 @@ struct DeadlineQueue {
     for deadline in entries {
       switch deadline.kind {
       case .hello(let c) where hellos.accepts(deadline.atMonoMs):
-        hellos.append(HelloLane.Entry(atMonoMs: deadline.atMonoMs, order: deadline.order, connection: c))
+        hellos.add(HelloTimeout(order: deadline.order, connection: c), dueMs: deadline.atMonoMs)
       case .liveness(.heartbeat(let connection, let pingDueMs)):
         wheel.file(
           at: deadline.atMonoMs,
@@ -109,7 +111,7 @@ struct DeadlineQueue {
   /// (always, with a monotonic clock and one timeout); otherwise in the heap.
   mutating func scheduleHello(at monoMs: Int64, _ c: ConnectionID) {
     guard hellos.accepts(monoMs) else { return schedule(at: monoMs, .hello(c)) }
-    hellos.append(HelloLane.Entry(atMonoMs: monoMs, order: nextOrder, connection: c))
+    hellos.add(HelloTimeout(order: nextOrder, connection: c), dueMs: monoMs)
     nextOrder += 1
   }
 
@@ -131,14 +133,26 @@ struct DeadlineQueue {
     switch firstLane?.lane {
     case nil: return nil
     case .wheel: return wheel.popFirst()
-    case .hellos: return hellos.popFirst()
+    case .hellos: return hellos.popFirstDeadline()
     case .heap:
       heap.swapAt(0, heap.count - 1)
       let top = heap.removeLast()
       if !heap.isEmpty { siftDown(0) }
+      if !heap.isEmpty, let broken = Self.violation(popped: (top.atMonoMs, top.order), next: (heap[0].atMonoMs, heap[0].order)) {
+        fatalError(broken)
+      }
       shrinkIfSparse(&heap)
       return top
     }
+  }
+
+  /// The heap's invariant at a pop, by name: what was queued behind the popped
+  /// deadline must not fire before it (O(1): only the new top's key is compared, so
+  /// no entry is copied).
+  static func violation(popped: (atMonoMs: Int64, order: UInt64), next: (atMonoMs: Int64, order: UInt64)) -> String? {
+    let early = next.atMonoMs != popped.atMonoMs ? next.atMonoMs < popped.atMonoMs : next.order < popped.order
+    guard early else { return nil }
+    return "deadline order: \(next.atMonoMs) ms (#\(next.order)) queued behind \(popped.atMonoMs) ms (#\(popped.order))"
   }
 
   private mutating func siftUp(_ start: Int) {
@@ -184,31 +198,30 @@ struct HeartbeatWheel {
     var next = 0
   }
 
-  /// Buckets from `head` on are live, in ascending time.
-  private var buckets: [Bucket] = []
-  private var head = 0
+  /// Live buckets, in ascending time.
+  private var buckets = FIFOQueue<Bucket>()
   /// An emptied bucket's storage, reused by the next new bucket: one bucket empties
   /// per quantum and about as many checks are filed again.
   private var spare: [Entry] = []
   private(set) var count = 0
 
   var firstKey: (atMonoMs: Int64, order: UInt64)? {
-    guard head < buckets.count else { return nil }
-    return (buckets[head].atMonoMs, buckets[head].entries[buckets[head].next].order)
+    guard !buckets.isEmpty else { return nil }
+    return (buckets[0].atMonoMs, buckets[0].entries[buckets[0].next].order)
   }
 
   var first: Deadline? {
-    guard head < buckets.count else { return nil }
-    let entry = buckets[head].entries[buckets[head].next]
+    guard !buckets.isEmpty else { return nil }
+    let entry = buckets[0].entries[buckets[0].next]
     return Deadline(
-      atMonoMs: buckets[head].atMonoMs, order: entry.order,
+      atMonoMs: buckets[0].atMonoMs, order: entry.order,
       kind: .liveness(.heartbeat(entry.connection, pingDueMs: entry.pingDueMs)))
   }
 
   /// The checks not yet fired, as deadlines (for snapshots).
   var pending: [Deadline] {
     var all: [Deadline] = []
-    for bucket in buckets[head...] {
+    for bucket in buckets.elements {
       for entry in bucket.entries[bucket.next...] {
         all.append(
           Deadline(
@@ -221,9 +234,10 @@ struct HeartbeatWheel {
 
   mutating func file(at monoMs: Int64, _ entry: Entry) {
     count += 1
-    if let last = buckets.indices.last, last >= head, buckets[last].atMonoMs >= monoMs {
+    let last = buckets.count - 1
+    if last >= 0, buckets[last].atMonoMs >= monoMs {
       // Not later than the last bucket: find it or its place (binary search).
-      var low = head
+      var low = 0
       var high = last
       while low < high {
         let mid = (low + high) / 2
@@ -250,69 +264,38 @@ struct HeartbeatWheel {
   mutating func popFirst() -> Deadline {
     let deadline = first!
     count -= 1
-    buckets[head].next += 1
-    guard buckets[head].next == buckets[head].entries.count else { return deadline }
+    buckets[0].next += 1
+    guard buckets[0].next == buckets[0].entries.count else { return deadline }
     var emptied: [Entry] = []
-    swap(&emptied, &buckets[head].entries)
+    swap(&emptied, &buckets[0].entries)
     emptied.removeAll(keepingCapacity: true)
     if emptied.capacity > spare.capacity { spare = emptied }
-    head += 1
-    if head == buckets.count {
-      buckets.removeAll(keepingCapacity: true)
-      head = 0
-    } else if head >= 32 && head * 2 >= buckets.count {
-      buckets.removeFirst(head)
-      head = 0
-    }
+    buckets.popFirst()
     return deadline
   }
 }
 
-/// §1 hello timeouts in time order.
-struct HelloLane {
-  struct Entry {
-    let atMonoMs: Int64
-    let order: UInt64
-    let connection: ConnectionID
-  }
+/// A §1 hello timeout in its FIFO lane (upgrade time + one fixed timeout arrive in
+/// time order): its scheduling order and connection, 24 bytes with the time.
+struct HelloTimeout {
+  let order: UInt64
+  let connection: ConnectionID
+}
 
-  private var entries: [Entry] = []
-  private var head = 0
-
-  var count: Int { entries.count - head }
-
-  func accepts(_ monoMs: Int64) -> Bool { entries.last.map { $0.atMonoMs <= monoMs } ?? true }
-
-  mutating func append(_ entry: Entry) { entries.append(entry) }
-
+extension DeadlineLane where Value == HelloTimeout {
   /// The timeouts not yet fired, as deadlines (for snapshots).
-  var pending: [Deadline] {
-    entries[head...].map { Deadline(atMonoMs: $0.atMonoMs, order: $0.order, kind: .hello($0.connection)) }
+  var pendingDeadlines: [Deadline] {
+    pending.map { Deadline(atMonoMs: $0.dueMs, order: $0.value.order, kind: .hello($0.value.connection)) }
   }
 
-  var firstKey: (atMonoMs: Int64, order: UInt64)? {
-    head < entries.count ? (entries[head].atMonoMs, entries[head].order) : nil
+  var firstKey: (atMonoMs: Int64, order: UInt64)? { first.map { ($0.dueMs, $0.value.order) } }
+
+  var firstDeadline: Deadline? {
+    first.map { Deadline(atMonoMs: $0.dueMs, order: $0.value.order, kind: .hello($0.value.connection)) }
   }
 
-  var first: Deadline? {
-    guard head < entries.count else { return nil }
-    let entry = entries[head]
-    return Deadline(atMonoMs: entry.atMonoMs, order: entry.order, kind: .hello(entry.connection))
-  }
-
-  mutating func popFirst() -> Deadline? {
-    guard let deadline = first else { return nil }
-    head += 1
-    if head == entries.count {
-      entries.removeAll(keepingCapacity: true)
-      head = 0
-      shrinkIfSparse(&entries)
-    } else if head >= 64 && head * 2 >= entries.count {
-      entries.removeFirst(head)
-      head = 0
-      shrinkIfSparse(&entries)
-    }
-    return deadline
+  mutating func popFirstDeadline() -> Deadline? {
+    popFirst().map { Deadline(atMonoMs: $0.dueMs, order: $0.value.order, kind: .hello($0.value.connection)) }
   }
 }
 

@@ -1,7 +1,7 @@
 // Routing of decoded commands (§2 envelope rules): reply before events, `ok` only
 // when the command has an `id`, errors carry `re` when it does.
 import RelayProtocol
-import RelayWebSocket
+import RelayPrimitives
 
 /// One command being handled: who sent it, its `id`, and when.
 struct Request {

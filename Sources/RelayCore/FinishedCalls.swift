@@ -5,10 +5,11 @@
 // oldest finished calls are forgotten early, and a repeat about one of them is then a
 // 404 like any unknown call.
 
+import RelayPrimitives
+
 /// Finished calls in the order they finished, with what they hold.
 struct FinishedCalls {
-  private var order: [(id: String, bytes: Int)] = []
-  private var head = 0
+  private var order = FIFOQueue<(id: String, bytes: Int)>()
   private(set) var count = 0
   private(set) var bytes = 0
   /// Calls forgotten before their retention was over.
@@ -17,11 +18,11 @@ struct FinishedCalls {
   init() {}
 
   /// The calls still counted, oldest first, with what each was charged: for snapshots.
-  var counted: [(id: String, bytes: Int)] { Array(order[head...]) }
+  var counted: [(id: String, bytes: Int)] { Array(order.elements) }
 
   /// The account a snapshot describes; count and bytes follow from the entries.
   init(restoring entries: [(id: String, bytes: Int)], evicted: UInt64) {
-    order = entries
+    order = FIFOQueue(entries)
     count = entries.count
     bytes = entries.reduce(0) { $0 + $1.bytes }
     self.evicted = evicted
@@ -43,22 +44,16 @@ struct FinishedCalls {
 
   /// The oldest finished call still counted, and takes it out of the account.
   mutating func popOldest() -> String? {
-    guard head < order.count else { return nil }
-    let oldest = order[head]
-    head += 1
+    guard let oldest = order.popFirst() else { return nil }
     count -= 1
     bytes -= oldest.bytes
-    if head > 1_024, head * 2 >= order.count {
-      order.removeFirst(head)
-      head = 0
-    }
     return oldest.id
   }
 
   mutating func countEviction() { evicted += 1 }
 
   /// The id of the oldest finished call still counted.
-  var oldest: String? { head < order.count ? order[head].id : nil }
+  var oldest: String? { order.first?.id }
 }
 
 extension RelayCore {

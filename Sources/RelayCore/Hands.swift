@@ -11,7 +11,7 @@ extension RelayCore {
     // §7: raisedAt never decreases along the queue, even if the wall clock steps back.
     let raisedAt = max(request.at.wallMs, session.hands.last?.raisedAtWallMs ?? Int64.min)
     let hand = Hand(uid: me.uid, name: me.name, raisedAtWallMs: raisedAt)
-    session.hands.append(hand)
+    session.queueHand(hand)
     emit(session, "hand.raised", at: request.at) { w in
       w.field("uid", hand.uid)
       w.field("name", hand.name)

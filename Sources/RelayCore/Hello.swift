@@ -1,7 +1,7 @@
 // `hello` → `welcome` (§3 identity, §4 lifecycle), with resume (§8) and the delivery
 // of calls still ringing (§9).
 import RelayProtocol
-import RelayWebSocket
+import RelayPrimitives
 
 extension RelayCore {
   func handleHello(_ hello: Hello, _ request: Request) throws(Refusal) {

@@ -3,6 +3,7 @@
 // connection may make at most `joinRate` of them in any `joinWindowMs` (sliding, like
 // the §7 hand rate). A refused command is answered `rate_limited` and changes nothing.
 // The window lives in the connection's own object and ends with it.
+import RelayProtocol
 
 extension RelayCore {
   /// Takes one join/leave from the connection's window, or refuses it.

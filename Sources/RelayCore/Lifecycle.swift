@@ -1,7 +1,7 @@
 // Connection endings and deadlines (§1 hello timeout, §5 left); lost connections and
 // grace are in Liveness.swift.
 import RelayProtocol
-import RelayWebSocket
+import RelayPrimitives
 
 extension RelayCore {
   /// A clean end (close handshake, or the core's own close): in each of the

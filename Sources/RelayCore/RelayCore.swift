@@ -15,7 +15,7 @@
 // - Ids drawn from `ids`, in this order per hello: connectionId (12 bytes), then
 //   resumeToken (24 bytes); session ids 16 bytes.
 public import RelayProtocol
-import RelayWebSocket
+import RelayPrimitives
 
 /// The relay core. Not thread-safe: the shell calls it from its one loop thread.
 public final class RelayCore {

@@ -4,6 +4,8 @@
 // as the contract allows. Eviction follows recording order, so it is as deterministic
 // as the rest of the core.
 
+import RelayPrimitives
+
 /// Replay bytes of all sessions, and the order their events were recorded in.
 final class ReplayBudget {
   /// `--replay-budget-bytes`; 0 = no process-wide bound.
@@ -19,8 +21,7 @@ final class ReplayBudget {
     weak var session: Session?
     let seq: Int64
   }
-  private var order: [Record] = []
-  private var head = 0
+  private var order = FIFOQueue<Record>()
   /// Live events across all logs: `order` is compacted when mostly stale.
   private var liveEvents = 0
 
@@ -29,6 +30,21 @@ final class ReplayBudget {
   func charge(_ n: Int, events: Int) {
     bytes += n
     liveEvents += events
+    if let broken = Self.violation(bytes: bytes, liveEvents: liveEvents) { fatalError(broken) }
+  }
+
+  /// The budget's accounting invariant, by name: what the logs gave back never
+  /// exceeds what they charged.
+  static func violation(bytes: Int, liveEvents: Int) -> String? {
+    guard bytes < 0 || liveEvents < 0 || (liveEvents == 0 && bytes != 0) else { return nil }
+    return "replay budget accounting: \(bytes) bytes for \(liveEvents) events"
+  }
+
+  /// The budget's bound after an eviction pass, by name: over `maxBytes` only when
+  /// no recorded event is left to evict.
+  static func violation(bytes: Int, maxBytes: Int, recordsLeft: Int) -> String? {
+    guard maxBytes > 0, bytes > maxBytes, recordsLeft > 0 else { return nil }
+    return "replay budget bound: \(bytes) bytes kept, at most \(maxBytes), with \(recordsLeft) events left to evict"
   }
 
   func countEviction() { evictions += 1 }
@@ -37,11 +53,12 @@ final class ReplayBudget {
   func recorded(_ session: Session, seq: Int64) {
     guard maxBytes > 0 else { return }
     order.append(Record(session: session, seq: seq))
-    while bytes > maxBytes, head < order.count {
-      let record = order[head]
-      head += 1
+    while bytes > maxBytes, let record = order.popFirst() {
       guard let owner = record.session, owner.replay.oldestSeq == record.seq else { continue }
       owner.replay.dropOldestForBudget()
+    }
+    if let broken = Self.violation(bytes: bytes, maxBytes: maxBytes, recordsLeft: order.count) {
+      fatalError(broken)
     }
     compactIfMostlyStale()
   }
@@ -50,7 +67,7 @@ final class ReplayBudget {
   /// of dropped events or freed sessions are left out; eviction passes over them, so
   /// they change nothing (for snapshots).
   var liveRecords: [(session: Session, seq: Int64)] {
-    order[head...].compactMap { record in
+    order.elements.compactMap { record in
       guard let owner = record.session, let oldest = owner.replay.oldestSeq, record.seq >= oldest else { return nil }
       return (owner, record.seq)
     }
@@ -60,23 +77,17 @@ final class ReplayBudget {
   /// bytes themselves as they are restored (`ReplayLog.restore`).
   func restore(evictions: UInt64, records: [(session: Session, seq: Int64)]) {
     self.evictions = evictions
-    order = records.map { Record(session: $0.session, seq: $0.seq) }
-    head = 0
+    order = FIFOQueue(records.map { Record(session: $0.session, seq: $0.seq) })
   }
 
   /// Records of events a log already dropped by its own bounds stay until passed over;
   /// rebuild once they outnumber the live ones, so `order` stays O(live events).
   private func compactIfMostlyStale() {
-    if head > 1_024, head * 2 >= order.count {
-      order.removeFirst(head)
-      head = 0
-    }
-    let kept = order.count - head
+    let kept = order.count
     guard kept > 1_024, kept > 2 * liveEvents else { return }
-    order = order[head...].filter { record in
+    order = FIFOQueue(order.elements.filter { record in
       guard let owner = record.session, let oldest = owner.replay.oldestSeq else { return false }
       return record.seq >= oldest
-    }
-    head = 0
+    })
   }
 }

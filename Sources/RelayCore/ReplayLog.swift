@@ -5,6 +5,7 @@
 // in an idle session nearly the whole log — is kept as the joiner's shared `Profile`
 // and re-encoded on replay by the same code that encoded it live: 40 bytes instead of
 // a ~250-byte payload per member.
+import RelayPrimitives
 import RelayProtocol
 
 /// One recorded session event, as replay sends it.
@@ -39,9 +40,8 @@ struct ReplayLog {
   let session: String
   /// The process-wide account every log charges its bytes to.
   let budget: ReplayBudget?
-  private var entries: [RecordedEvent] = []
-  private var head = 0  // index of the oldest live entry
-  /// The seq of `entries[head]` while the log is not empty.
+  private var entries = FIFOQueue<RecordedEvent>()
+  /// The seq of `entries.first` while the log is not empty.
   private var headSeq: Int64 = 0
   /// What the kept events cost (`cost(of:)`).
   private(set) var bytes = 0
@@ -65,7 +65,7 @@ struct ReplayLog {
   }
 
   /// The kept events, oldest first (seqs from `oldestSeq` on): for snapshots.
-  var kept: [(atMonoMs: Int64, body: RecordedBody)] { entries[head...].map { ($0.atMonoMs, $0.body) } }
+  var kept: [(atMonoMs: Int64, body: RecordedBody)] { entries.elements.map { ($0.atMonoMs, $0.body) } }
 
   /// Puts back the kept events of a snapshot, charging the budget as recording did,
   /// without trimming: the restored log holds exactly what the snapshotted one held
@@ -86,8 +86,8 @@ struct ReplayLog {
   /// Gives the log's bytes back to the budget (its session is being freed).
   func releaseAll() { budget?.charge(-bytes, events: -count) }
 
-  var count: Int { entries.count - head }
-  var oldestSeq: Int64? { head < entries.count ? headSeq : nil }
+  var count: Int { entries.count }
+  var oldestSeq: Int64? { entries.isEmpty ? nil : headSeq }
 
   mutating func append(_ entry: ReplayEntry) {
     record(seq: entry.seq, atMonoMs: entry.atMonoMs, .payload(entry.payload))
@@ -115,20 +115,28 @@ struct ReplayLog {
       dropOldest()
       budget?.countEviction()
     }
-    while head < entries.count, nowMonoMs - entries[head].atMonoMs > maxAgeMs { dropOldest() }
-    // Compact once the dead prefix dominates, keeping append amortized O(1).
-    if head > 64 && head * 2 >= entries.count {
-      entries.removeFirst(head)
-      head = 0
+    while let oldest = entries.first, nowMonoMs - oldest.atMonoMs > maxAgeMs { dropOldest() }
+    if let broken = Self.violation(count: count, bytes: bytes, maxEvents: maxEvents, maxBytes: maxBytes) {
+      fatalError(broken)
     }
   }
 
+  /// The bounds a trimmed log keeps, by name: nil when `count` events of `bytes` fit.
+  static func violation(count: Int, bytes: Int, maxEvents: Int, maxBytes: Int) -> String? {
+    if count > maxEvents { return "replay log bound: \(count) events kept, at most \(maxEvents)" }
+    if maxBytes > 0 && bytes > maxBytes { return "replay log bound: \(bytes) bytes kept, at most \(maxBytes)" }
+    if bytes < 0 || (count == 0 && bytes != 0) { return "replay log accounting: \(bytes) bytes for \(count) events" }
+    return nil
+  }
+
   private mutating func dropOldest() {
-    let cost = Self.cost(of: entries[head])
-    entries[head] = RecordedEvent(atMonoMs: entries[head].atMonoMs, body: .payload(Self.dropped))
+    let cost = Self.cost(of: entries[0])
+    // The popped entry stays in the queue's dead prefix until compaction: free its
+    // payload now.
+    entries[0] = RecordedEvent(atMonoMs: entries[0].atMonoMs, body: .payload(Self.dropped))
+    entries.popFirst()
     bytes -= cost
     budget?.charge(-cost, events: -1)
-    head += 1
     headSeq += 1
   }
 
@@ -141,10 +149,7 @@ struct ReplayLog {
     guard count > 0 else { return }
     dropOldest()
     budget?.countEviction()
-    if count == 0 {
-      entries.removeAll(keepingCapacity: false)
-      head = 0
-    }
+    if count == 0 { entries.removeAll(keepingCapacity: false) }
   }
 
   /// The events with seq > `afterSeq` up to `lastSeq` (the session's current seq), or nil
@@ -154,9 +159,9 @@ struct ReplayLog {
     guard afterSeq <= lastSeq else { return nil }
     if afterSeq == lastSeq { return [] }
     guard let oldest = oldestSeq, oldest <= afterSeq + 1 else { return nil }
-    let start = head + Int(afterSeq + 1 - oldest)
+    let start = Int(afterSeq + 1 - oldest)
     return (start..<entries.count).map { i in
-      let seq = headSeq + Int64(i - head)
+      let seq = headSeq + Int64(i)
       return ReplayEntry(seq: seq, atMonoMs: entries[i].atMonoMs, payload: payload(of: entries[i], seq: seq))
     }
   }

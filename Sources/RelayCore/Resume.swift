@@ -8,7 +8,7 @@
 // Nothing is emitted into a resumed session between the two phases, so replay plus
 // live stream has every seq exactly once.
 import RelayProtocol
-import RelayWebSocket
+import RelayPrimitives
 
 extension RelayCore {
   /// Phase 1. True (`welcome.resumed`) when the token was issued to this user and its

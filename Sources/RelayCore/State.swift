@@ -100,6 +100,22 @@ struct Hand {
   let uid: String
   let name: String
   let raisedAtWallMs: Int64
+
+  /// The queue's O(1) invariants (§7) for appending `hand` after `last`, by name:
+  /// `raisedAt` never decreases along the queue, and a participant is not queued
+  /// twice in a row.
+  static func violation(appending hand: Hand, after last: Hand?) -> String? {
+    guard let last else { return nil }
+    if hand.raisedAtWallMs < last.raisedAtWallMs {
+      return "hand queue order: raisedAt \(hand.raisedAtWallMs) after \(last.raisedAtWallMs)"
+    }
+    return last.uid == hand.uid ? "hand queue uniqueness: \(hand.uid) is already queued" : nil
+  }
+
+  /// Each participant at most once anywhere in `queue` (O(n)), by name.
+  static func violation(appending hand: Hand, anywhereIn queue: [Hand]) -> String? {
+    queue.contains { $0.uid == hand.uid } ? "hand queue uniqueness: \(hand.uid) is already queued" : nil
+  }
 }
 
 /// One session (room).
@@ -230,6 +246,15 @@ final class Session {
   }
 
   func handIndex(of uid: String) -> Int? { hands.firstIndex { $0.uid == uid } }
+
+  /// Appends a raised hand. The O(1) checks stay on in release builds; the scan for
+  /// a second entry anywhere in the queue is O(n) on every raise, so debug builds
+  /// (the tests and simulations) run it.
+  func queueHand(_ hand: Hand) {
+    if let broken = Hand.violation(appending: hand, after: hands.last) { fatalError(broken) }
+    assert(Hand.violation(appending: hand, anywhereIn: hands) == nil, "hand queue uniqueness: \(hand.uid)")
+    hands.append(hand)
+  }
 }
 
 /// Where a connection is in its lifecycle (§4).

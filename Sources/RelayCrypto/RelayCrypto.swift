@@ -1,5 +1,5 @@
 import COpenSSL
-import RelayWebSocket
+import RelayPrimitives
 
 /// OpenSSL 3 one-shot primitives: the only Swift in the project that touches OpenSSL
 /// (DESIGN.md, "Layers"). Pure modules receive these as injected functions, e.g.

@@ -1,6 +1,7 @@
 import COpenSSL
 import CRelayShims
-public import EventLoop
+
+public import RelayPrimitives
 
 // TLS for the relay's listener (protocol/ §1, `--tls-cert` / `--tls-key`), driven
 // through memory BIOs: OpenSSL never touches a socket. The shell feeds it the bytes

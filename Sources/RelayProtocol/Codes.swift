@@ -1,6 +1,6 @@
 // Error and close codes of the contract (PROTOCOL.md §2), named once so no other
 // file spells them.
-public import RelayWebSocket
+public import RelayPrimitives
 
 /// `error.code` values (§2). Raw values are the wire strings.
 public enum ErrorCode: String, Sendable, CaseIterable {
@@ -22,7 +22,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
   public var isBadMessage: Bool { self == .badRequest || self == .unknownType }
 }
 
-/// The relay's own WebSocket close codes (§14), beside RFC 6455's in RelayWebSocket's
+/// The relay's own WebSocket close codes (§14), beside RFC 6455's in RelayPrimitives'
 /// `CloseCode`. 4000–4499: reconnect with resume after backoff; 4500–4999: do not
 /// reconnect automatically.
 extension CloseCode {

@@ -1,6 +1,6 @@
 // JWT HS256 (RFC 7519 / RFC 7515) with the HMAC injected, so this module stays free
 // of OpenSSL (DESIGN.md, "Layers"). Rules of PROTOCOL.md §3.
-import RelayWebSocket
+import RelayPrimitives
 
 /// HMAC-SHA256(key, message) → 32 bytes. Production: RelayCrypto; tests: their own.
 public typealias HMACFunction = @Sendable (_ key: [UInt8], _ message: [UInt8]) -> [UInt8]

@@ -1,7 +1,7 @@
 import EventLoop
 import RelayCore
 import RelayProtocol
-import RelayWebSocket
+import RelayCluster
 
 extension RelayServer {
   /// Admin API (contract §10); the caller has checked the bearer key.

@@ -1,6 +1,7 @@
 import EventLoop
 import RelayCluster
 import RelayCore
+import Logging
 
 // Appending to the log (docs/cluster.md, "The log"): everything a node logs during
 // one loop turn goes to Redis as one record through one script, which checks the

@@ -1,7 +1,8 @@
 import RelayCluster
 import RelayCore
 import RelayProtocol
-import RelayWebSocket
+import RelayPrimitives
+import EventLoop
 
 /// Clustered inputs (docs/cluster.md): each is appended to the shared log and takes
 /// effect when this node's replica reads it back, like every node's. Sockets'

@@ -2,7 +2,8 @@ import EventLoop
 import RelayCluster
 import RelayCore
 import RelayCrypto
-import RelayWebSocket
+import RelayPrimitives
+import Logging
 
 // Snapshots, divergence and hand-over (docs/cluster.md, "Bounded history"): at the
 // positions the replica names, every node serializes its state and logs a digest;

@@ -4,7 +4,7 @@ import RelayCluster
 import RelayCore
 import RelayCrypto
 import RelayProtocol
-import RelayWebSocket
+import RelayPrimitives
 
 /// Cluster mode (contract §13.1; design and failure cases in docs/cluster.md): this
 /// node's side of the shared log, a thin driver over Redis. It loads the newest
@@ -45,7 +45,11 @@ final class ClusterNode {
   /// The replica's clock was last advanced at this loop time: with the replica's clock,
   /// the node's estimate of the log's time now (its own wall clock is never used).
   var appliedAtLoopMs: UInt64 = 0
-  var backoffMs: UInt64 = 100
+  /// Failed Redis connects since the last success, and their delays (full jitter,
+  /// 100 ms doubling to 2 s, seeded per node so nodes do not retry in step).
+  var redisAttempts = 0
+  let redisBackoff = Backoff(baseMs: 100, capMs: 2_000)
+  var redisJitter = SeededRandom(seed: Crypto.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
   var housekeeping: EventLoop.Timer?
   var reconnectTimer: EventLoop.Timer?
   var tickTimer: EventLoop.Timer?
@@ -224,7 +228,7 @@ final class ClusterNode {
   }
 
   private func enter(generation g: String) {
-    backoffMs = 100
+    redisAttempts = 0
     loadScripts()
     if let old = generation, old == g, server.replica != nil {
       // Same generation: carry on from where this replica was.
@@ -257,8 +261,8 @@ final class ClusterNode {
     if wasUp { logger.error("cluster bus lost: Redis unreachable", metadata: ["node": "\(config.nodeId)"]) }
     server.clusterBusLost()
     if let done = onLeft { onLeft = nil; return done() }
-    let delay = backoffMs
-    backoffMs = min(backoffMs * 2, 2_000)
+    let delay = UInt64(redisBackoff.delayMs(attempt: redisAttempts, using: &redisJitter))
+    redisAttempts += 1
     reconnectTimer?.start(afterMs: delay) { [unowned self] in self.connect() }
   }
 

@@ -2,6 +2,7 @@ import EventLoop
 import RelayCore
 import RelayCrypto
 import RelayWebSocket
+import RelayPrimitives
 
 extension RelayServer {
   /// Routes a complete non-upgrade HTTP request (contract §10).

@@ -1,7 +1,6 @@
 import EventLoop
 import RelayCluster
 import RelayCore
-import RelayWebSocket
 
 /// The relay's one input path (DESIGN.md, "Layers"): every input of the core — a
 /// socket opened, a text message, liveness, a socket closed, an HTTP action — goes

@@ -5,6 +5,7 @@
 // pages of a burst (thousands of queues) in RSS unless asked to trim.
 import EventLoop
 import RelayCore
+import Logging
 
 /// The shell's outbound bookkeeping, one per server.
 final class OutboundBudget {

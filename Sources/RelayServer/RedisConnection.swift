@@ -1,5 +1,6 @@
 import EventLoop
 import RelayCluster
+import RelayPrimitives
 
 /// Where the cluster's Redis is: `redis://[:PASSWORD@]HOST:PORT[/DB]` (contract §12).
 public struct RedisAddress: Sendable, Equatable {
@@ -50,8 +51,7 @@ final class RedisConnection {
   private let loop: Loop
   private var tcp: TCPConnection?
   private var parser = RESPParser()
-  private var pending: [(sentMs: UInt64, limitMs: UInt64, reply: (RESPValue?) -> Void)] = []
-  private var pendingHead = 0
+  private var pending = FIFOQueue<(sentMs: UInt64, limitMs: UInt64, reply: (RESPValue?) -> Void)>()
   private var ended = false
   /// Runs once when the connection ends for any reason after it was established.
   var onEnd: (() -> Void)?
@@ -104,11 +104,10 @@ final class RedisConnection {
 
   /// Ends the connection if the oldest reply is overdue; called from the owner's timer.
   /// When the oldest reply still awaited was asked for (loop ms), if any.
-  var oldestPendingSentMs: UInt64? { pendingHead < pending.count ? pending[pendingHead].sentMs : nil }
+  var oldestPendingSentMs: UInt64? { pending.first?.sentMs }
 
   func checkOverdue() {
-    guard pendingHead < pending.count else { return }
-    let oldest = pending[pendingHead]
+    guard let oldest = pending.first else { return }
     if loop.nowMs > oldest.sentMs + oldest.limitMs { close() }
   }
 
@@ -121,13 +120,7 @@ final class RedisConnection {
     parser.feed(bytes)
     do {
       while let value = try parser.next() {
-        guard pendingHead < pending.count else { return close() }  // a reply nobody asked for
-        let reply = pending[pendingHead].reply
-        pendingHead += 1
-        if pendingHead > 64, pendingHead * 2 > pending.count {
-          pending.removeFirst(pendingHead)
-          pendingHead = 0
-        }
+        guard let reply = pending.popFirst()?.reply else { return close() }  // a reply nobody asked for
         reply(value)
         if ended { return }
       }
@@ -140,9 +133,8 @@ final class RedisConnection {
     guard !ended else { return }
     ended = true
     tcp = nil
-    let waiting = pending[pendingHead...]
-    pending = []
-    pendingHead = 0
+    let waiting = pending.elements
+    pending = FIFOQueue()
     for p in waiting { p.reply(nil) }
     onEnd?()
     onEnd = nil

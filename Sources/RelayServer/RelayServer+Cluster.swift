@@ -4,7 +4,8 @@ import RelayCluster
 import RelayCore
 import RelayCrypto
 import RelayProtocol
-import RelayWebSocket
+import RelayPrimitives
+import CoreMetrics
 
 /// Cluster settings (contract §12): nil `redis` means standalone.
 public struct ClusterConfig: Sendable {

@@ -2,6 +2,7 @@ import EventLoop
 import Logging
 import RelayCore
 import RelayCrypto
+import RelayPrimitives
 
 /// TLS on the listener (protocol/ §1, `--tls-cert`/`--tls-key`).
 extension RelayServer {

@@ -5,6 +5,9 @@ import RelayCore
 public import RelayProtocol
 import RelayCrypto
 import RelayWebSocket
+import RelayPrimitives
+import CoreMetrics
+import Prometheus
 
 /// The I/O shell: owns the loop, the listener and every connection, feeds the
 /// pure core, and turns its effects into writes. Single-threaded by design: all of
@@ -34,12 +37,12 @@ public final class RelayServer {
   private var listener: TCPListener?
   var connections = RefTable<ServerConnectionsById>()
   var nextConnection: UInt64 = 1
-  private var headDeadlines = FIFODeadlines()
+  private var headDeadlines = DeadlineLane<UInt64>()
   /// TLS (`--tls-cert`): the context new connections get, their handshake deadlines.
   var tlsContext: TLSContext?
-  var tlsDeadlines = FIFODeadlines()
+  var tlsDeadlines = DeadlineLane<UInt64>()
   var tlsStats = TLSStats()
-  private var closeDeadlines = FIFODeadlines()
+  private var closeDeadlines = DeadlineLane<UInt64>()
   /// One timer for the core's next deadline, one slow sweep for the FIFO deadlines.
   private var coreTimer: EventLoop.Timer?
   private var armedCoreDeadline: Int64?

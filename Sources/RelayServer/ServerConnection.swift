@@ -2,6 +2,9 @@ import EventLoop
 import RelayCore
 import RelayCrypto
 import RelayWebSocket
+import RelayPrimitives
+import CoreMetrics
+import RelayProtocol
 
 /// Which WebSocket endpoint a connection was upgraded on.
 enum Endpoint {

@@ -2,6 +2,8 @@ import EventLoop
 import Logging
 import RelayCore
 import RelayCrypto
+import CoreMetrics
+import RelayPrimitives
 
 /// Limits of the webhook client (contract §11: retried with backoff, bounded, counted;
 /// DESIGN.md: every queue has a named limit). The contract fixes no flags for these.
@@ -14,10 +16,11 @@ struct WebhookSettings {
   var maxAttempts = 4
   var connectTimeoutMs: UInt64 = 2_000
   var responseTimeoutMs: UInt64 = 5_000
-  /// Backoff before retry n (n ≥ 1): min(cap, base · 2^(n−1)), plus up to half of it
-  /// again as random jitter, so many relays do not retry in step.
-  var backoffBaseMs: UInt64 = 200
-  var backoffCapMs: UInt64 = 5_000
+  /// Backoff before retry n (n ≥ 1): at least min(5 000, 200 · 2^(n−1)) ms, plus up
+  /// to half of that again as random jitter, so many relays do not retry in step.
+  /// A receiver that answered 5xx gets that floor to recover; the ceiling (1.5 ×
+  /// the floor) is what `Backoff` doubles.
+  var backoff = Backoff(baseMs: 300, capMs: 7_500, floor: (2, 3))
   /// Bytes of the response read while looking for the status line.
   var maxResponseBytes = 8_192
 }
@@ -32,11 +35,12 @@ final class WebhookClient {
   let settings: WebhookSettings
   private let metrics: ServerMetrics
   private let logger: Logger
-  /// FIFO of waiting events: `queue[queueHead...]`, compacted as it drains.
-  private var queue: [WebhookJob] = []
-  private var queueHead = 0
+  /// FIFO of waiting events.
+  private var queue = FIFOQueue<WebhookJob>()
   private var active: [WebhookJob] = []
   private var closed = false
+  /// Backoff jitter, seeded once from OpenSSL's CSPRNG so relays differ.
+  private var jitter = SeededRandom(seed: Crypto.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
 
   init(loop: Loop, endpoint: WebhookEndpoint, secret: String, settings: WebhookSettings, metrics: ServerMetrics, logger: Logger) {
     self.loop = loop
@@ -62,30 +66,20 @@ final class WebhookClient {
   /// Shutdown: drops queued events and aborts those in flight so the loop can end.
   func close() {
     closed = true
-    queue.removeAll()
-    queueHead = 0
+    queue.removeAll(keepingCapacity: false)
     for job in active { job.abort() }
     active.removeAll()
   }
 
   private func pump() {
-    while active.count < settings.maxConcurrent, queueHead < queue.count {
-      let job = queue[queueHead]
-      queueHead += 1
+    while active.count < settings.maxConcurrent, let job = queue.popFirst() {
       active.append(job)
       attempt(job)
-    }
-    if queueHead == queue.count {
-      queue.removeAll(keepingCapacity: true)
-      queueHead = 0
-    } else if queueHead >= 256 {
-      queue.removeFirst(queueHead)
-      queueHead = 0
     }
   }
 
   /// Events waiting for a slot.
-  var queued: Int { queue.count - queueHead }
+  var queued: Int { queue.count }
 
   private func attempt(_ job: WebhookJob) {
     job.attempts += 1
@@ -124,12 +118,9 @@ final class WebhookClient {
     }
   }
 
-  /// Exponential backoff with jitter (see `WebhookSettings.backoffBaseMs`).
+  /// Exponential backoff with jitter (see `WebhookSettings.backoff`).
   func backoffMs(afterAttempt n: Int) -> UInt64 {
-    let exponential = settings.backoffBaseMs << UInt64(min(max(n - 1, 0), 20))
-    let base = min(settings.backoffCapMs, exponential)
-    let random = Crypto.randomBytes(4).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-    return base + (base / 2 == 0 ? 0 : random % (base / 2 + 1))
+    UInt64(settings.backoff.delayMs(attempt: n - 1, using: &jitter))
   }
 
   private func done(_ job: WebhookJob) {

@@ -1,4 +1,5 @@
 // The parsed request head of an HTTP/1.x request (RFC 7230 §3).
+import RelayPrimitives
 
 /// Request line and header fields of one HTTP/1.x request.
 public struct HTTPRequestHead: Sendable {
@@ -138,13 +139,3 @@ extension HTTPRequestHead {
   }
 }
 
-extension StringProtocol {
-  /// Without optional whitespace (SP / HTAB, RFC 7230 §3.2.3) at both ends: header
-  /// values, and lists in flags.
-  public func trimmingSpaces() -> String {
-    let isOWS: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-    guard let first = firstIndex(where: { !isOWS($0) }) else { return "" }
-    let last = lastIndex(where: { !isOWS($0) })!
-    return String(self[first...last])
-  }
-}

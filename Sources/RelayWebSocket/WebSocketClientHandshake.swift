@@ -1,5 +1,6 @@
 // The client side of the opening handshake (RFC 6455 §4.1), for the load
 // bots: build the upgrade request, then check the server's 101 response.
+import RelayPrimitives
 
 /// Builds upgrade requests and validates the server's answer.
 public enum WebSocketClientHandshake {

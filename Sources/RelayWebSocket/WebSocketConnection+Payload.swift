@@ -1,5 +1,6 @@
 // Payload handling for `WebSocketConnection`: unmasking, incremental UTF-8
 // validation, message delivery, control frames and the closing handshake.
+import RelayPrimitives
 
 extension WebSocketConnection {
   /// Reads up to the rest of the current frame's payload; returns the bytes

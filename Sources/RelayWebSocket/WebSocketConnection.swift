@@ -2,6 +2,7 @@
 // (RFC 6455 §5 framing, §5.4 fragmentation, §5.5 control frames, §7 closing,
 // §8.1 UTF-8). Sans-I/O: bytes in, events out; any split of the input gives
 // the same events.
+import RelayPrimitives
 
 /// One WebSocket connection's protocol state, for either role.
 public struct WebSocketConnection {
@@ -27,7 +28,10 @@ public struct WebSocketConnection {
 
   /// Largest message accepted (sum of fragments); beyond it, close 1009.
   public var maxMessageBytes: Int { Int(messageLimit) }
-  var maskGenerator: MaskGenerator
+  /// Masking keys for the client role (RFC 6455 §5.3 wants them unpredictable; the
+  /// client transport seeds this from OpenSSL's RNG): seeded, so the pure layer stays
+  /// deterministic for a given seed.
+  var maskGenerator: SeededRandom
 
   // The frame whose payload is being read.
   var payloadRemaining = 0
@@ -67,7 +71,7 @@ public struct WebSocketConnection {
     precondition(maxMessageBytes >= 0 && maxMessageBytes <= UInt32.max, "maxMessageBytes must be within 0...4 GiB")
     self.role = role
     self.messageLimit = UInt32(maxMessageBytes)
-    self.maskGenerator = MaskGenerator(seed: maskSeed)
+    self.maskGenerator = SeededRandom(seed: maskSeed)
   }
 
   /// Storage above this size is released after its message is delivered,
@@ -177,7 +181,7 @@ public struct WebSocketConnection {
 
   /// The mask to use for the next outbound frame: nil for a server.
   public mutating func nextMask() -> UInt32? {
-    role == .client ? maskGenerator.next() : nil
+    role == .client ? UInt32(truncatingIfNeeded: maskGenerator.next() >> 32) : nil
   }
 }
 

@@ -29,22 +29,3 @@ public enum WebSocketEvent: Sendable, Equatable {
   /// when the peer started the closing handshake.
   case closed(code: UInt16, reason: String, initiatedByPeer: Bool)
 }
-
-/// Masking keys for the client role (RFC 6455 §5.3 wants them unpredictable;
-/// the bots seed this from OpenSSL's RNG). Xorshift64*: no clock, no global
-/// randomness, so the pure layer stays deterministic for a given seed.
-struct MaskGenerator: Sendable {
-  private var state: UInt64
-
-  init(seed: UInt64) {
-    // Xorshift must not start at zero.
-    state = seed == 0 ? 0x9E37_79B9_7F4A_7C15 : seed
-  }
-
-  mutating func next() -> UInt32 {
-    state ^= state >> 12
-    state ^= state << 25
-    state ^= state >> 27
-    return UInt32(truncatingIfNeeded: (state &* 0x2545_F491_4F6C_DD1D) >> 32)
-  }
-}

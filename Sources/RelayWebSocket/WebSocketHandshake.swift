@@ -1,4 +1,5 @@
 // The server side of the opening handshake (RFC 6455 §4.2).
+import RelayPrimitives
 
 /// What to answer an upgrade request with.
 public enum HandshakeResult: Sendable {

@@ -5,6 +5,7 @@
 import EventLoop
 import RelayProtocol
 import RelayWebSocket
+import RelayPrimitives
 
 final class Bot {
   enum Phase: Equatable {

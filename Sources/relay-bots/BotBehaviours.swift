@@ -3,6 +3,7 @@
 // background) followed by a resume.
 
 import EventLoop
+import RelayPrimitives
 
 extension Bot {
   // MARK: hands (§7)

@@ -2,6 +2,7 @@
 // answers incoming ones according to the scenario's answer mix. Every
 // terminal outcome goes to the call ledger, which checks "exactly one".
 import RelayProtocol
+import RelayPrimitives
 
 extension Bot {
   /// Places a call to `count` random other members; skipped when the relay

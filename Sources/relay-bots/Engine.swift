@@ -5,6 +5,7 @@
 // from the loop thread only, so there are no locks and no data races.
 
 import EventLoop
+import RelayPrimitives
 
 final class Engine {
   enum Phase { case ramping, running, settling, closing, finished }

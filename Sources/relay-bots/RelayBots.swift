@@ -5,6 +5,7 @@ import ArgumentParser
 import RelayCrypto
 import EventLoop
 import Foundation
+import RelayProtocol
 
 @main
 struct RelayBots: ParsableCommand {

@@ -5,6 +5,7 @@ import RelayCrypto
 
 import EventLoop
 import RelayProtocol
+import RelayPrimitives
 
 /// Which server the bots talk to.
 enum WireProtocol: String {

@@ -2,7 +2,7 @@ import ArgumentParser
 import EventLoop
 import RelayProtocol
 import RelayServer
-import RelayWebSocket
+import RelayPrimitives
 
 /// `relay token`: prints a signed HS256 token for operators and bots.
 struct Token: ParsableCommand {

@@ -14,6 +14,7 @@ import Testing
 #endif
 
 @testable import RelayClient
+import RelayPrimitives
 
 // MARK: - Fakes
 

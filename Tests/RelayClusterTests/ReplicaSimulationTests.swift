@@ -10,6 +10,7 @@ import RelayProtocol
 import Testing
 
 @testable import RelayCluster
+import RelayPrimitives
 
 private final class SimNode {
   let number: UInt32
@@ -422,5 +423,17 @@ private struct World {
     #expect(drawsA != (0..<5).map { _ in c.token(byteCount: 24) })
     #expect(Set(drawsA).count == 5)
     #expect(a.token(byteCount: 40).count == 54)  // 40 bytes, unpadded base64url
+  }
+}
+
+/// The invariants `Replica.apply` checks on every record, in release builds too: the
+/// position moves by at most one and the log clock never moves back.
+@Suite struct ReplicaInvariantTests {
+  @Test func applyInvariantsAreNamed() {
+    #expect(Replica.violation(before: (5, 1_000), after: (5, 1_000)) == nil)
+    #expect(Replica.violation(before: (5, 1_000), after: (6, 1_500)) == nil)
+    #expect(Replica.violation(before: (5, 1_000), after: (7, 1_500))?.hasPrefix("replica apply: the position") == true)
+    #expect(Replica.violation(before: (5, 1_000), after: (4, 1_500))?.hasPrefix("replica apply: the position") == true)
+    #expect(Replica.violation(before: (5, 1_000), after: (6, 999))?.hasPrefix("replica apply: the log clock") == true)
   }
 }

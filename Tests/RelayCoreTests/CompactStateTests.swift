@@ -6,6 +6,7 @@ import RelayProtocol
 import Testing
 
 @testable import RelayCore
+import RelayPrimitives
 
 final class Keyed {
   let key: Int

@@ -3,6 +3,7 @@ import RelayProtocol
 import Testing
 
 @testable import RelayCore
+import RelayPrimitives
 
 @Suite struct CoreMachineryTests {
   /// A scripted run covering most paths; returns every effect rendered.

@@ -4,6 +4,7 @@
 import RelayProtocol
 
 @testable import RelayCore
+import RelayPrimitives
 
 final class SimWorld {
   static let users = ["u0", "u1", "u2", "u3", "u4"]

@@ -12,6 +12,7 @@ import RelayProtocol
 import Testing
 
 @testable import RelayCore
+import RelayPrimitives
 
 
 /// What one client has seen, per session: the last seq, and the last raisedAt.

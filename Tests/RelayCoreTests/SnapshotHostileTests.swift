@@ -6,6 +6,7 @@ import RelayProtocol
 import Testing
 
 @testable import RelayCore
+import RelayPrimitives
 
 /// A snapshot written section by section in SnapshotEncode.swift's layout; every
 /// section defaults to the empty core's.

@@ -8,6 +8,7 @@
 import RelayProtocol
 
 @testable import RelayCore
+import RelayPrimitives
 
 /// Token mode for the simulation: "uid.role" is valid; sessions s0 and s1 only, so
 /// call sessions are reached through grants (§3).

@@ -13,6 +13,7 @@ import RelayProtocol
 import Testing
 
 @testable import RelayCore
+import RelayPrimitives
 
 @Suite struct SnapshotEquivalenceTests {
   static func seeds(default count: UInt64) -> [UInt64] {

@@ -4,6 +4,7 @@ import RelayProtocol
 import Testing
 
 @testable import RelayCore
+import RelayPrimitives
 
 /// Deterministic ids: "<prefix>1", "<prefix>2", … (URL-safe). With `long`, shaped as
 /// production's instead: URL-safe base64 of `byteCount` bytes (32 characters for a

@@ -3,6 +3,7 @@
 import Testing
 
 @testable import RelayProtocol
+import RelayPrimitives
 
 
 func randomString(_ rng: inout SeededRandom) -> String {

@@ -3,6 +3,7 @@
 import Testing
 
 @testable import RelayProtocol
+import RelayPrimitives
 
 func parses(_ text: String) -> Bool { (try? JSONParser.parse(text)) != nil }
 

@@ -3,6 +3,7 @@ import RelayProtocol
 import Testing
 
 @testable import RelayServer
+import RelayPrimitives
 
 private final class Stub {
   let id: ConnectionID

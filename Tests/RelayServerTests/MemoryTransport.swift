@@ -5,9 +5,9 @@
 // closes, never inside a write, as libuv reports it from its close callback.
 import EventLoop
 import RelayCore
-import RelayWebSocket
 
 @testable import RelayServer
+import RelayPrimitives
 
 final class MemoryTransport: ConnectionTransport {
   enum State { case open, shuttingDown, closed }

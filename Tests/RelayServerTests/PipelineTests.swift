@@ -11,6 +11,7 @@ import TestSupport
 import Testing
 
 @testable import RelayServer
+import RelayPrimitives
 
 /// A relay built as `relay serve` builds it (dev mode, echo on), never started: the
 /// tests adopt in-memory transports instead of accepting sockets.

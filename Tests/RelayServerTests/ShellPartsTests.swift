@@ -6,29 +6,6 @@ import Testing
 
 @testable import RelayServer
 
-@Suite struct FIFODeadlinesTests {
-  @Test func popsOnlyWhatIsDueInArrivalOrder() {
-    var q = FIFODeadlines()
-    q.add(1, dueMs: 100)
-    q.add(2, dueMs: 150)
-    q.add(3, dueMs: 200)
-    #expect(q.popDue(nowMs: 99).isEmpty)
-    #expect(q.popDue(nowMs: 150) == [1, 2])
-    #expect(q.nextDueMs == 200)
-    #expect(q.popDue(nowMs: 1_000) == [3])
-    #expect(q.nextDueMs == nil)
-  }
-
-  @Test func compactionKeepsOrder() {
-    var q = FIFODeadlines()
-    for i in 0..<5_000 { q.add(UInt64(i), dueMs: Int64(i)) }
-    #expect(q.popDue(nowMs: 2_999).count == 3_000)
-    q.add(9_999, dueMs: 9_999)
-    #expect(q.popDue(nowMs: 4_999) == (3_000..<5_000).map(UInt64.init))
-    #expect(q.popDue(nowMs: 10_000) == [9_999])
-  }
-}
-
 @Suite struct FramingTests {
   /// One frame per event, decodable by a client, for every length form.
   @Test(arguments: [0, 1, 125, 126, 65_535, 65_536])

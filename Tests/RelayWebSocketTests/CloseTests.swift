@@ -4,6 +4,7 @@
 import Testing
 
 @testable import RelayWebSocket
+import RelayPrimitives
 
 let validCloseCodes: [UInt16] = [
   1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999,

@@ -3,6 +3,7 @@
 import Testing
 
 @testable import RelayWebSocket
+import RelayPrimitives
 
 let upgradeRequest =
   "GET /v1/ws?token=abc HTTP/1.1\r\nHost: example.com\r\nUpgrade: websocket\r\n"
@@ -25,7 +26,7 @@ func parse(_ bytes: [UInt8], split: Split = .whole, maxHeadBytes: Int = 8192) ->
   case .whole: chunks = [bytes]
   case .byteByByte: chunks = bytes.map { [$0] }
   case .random(let seed):
-    var rng = SeededGenerator(seed: seed)
+    var rng = SeededRandom(state: seed)
     var start = 0
     while start < bytes.count {
       let length = Int.random(in: 1...min(bytes.count - start, 40), using: &rng)

@@ -1,8 +1,9 @@
-// The opening handshake (RFC 6455 §4.2) and Base64 (RFC 4648).
+// The opening handshake (RFC 6455 §4.2).
 
 import Testing
 
 @testable import RelayWebSocket
+import RelayPrimitives
 
 func request(
   method: String = "GET", version: String = "HTTP/1.1", omit: Set<String> = [],
@@ -179,28 +180,5 @@ func rejection(_ result: HandshakeResult) -> (status: Int, text: String)? {
     #expect(
       rejection(evaluate(request(extra: [("Sec-WebSocket-Key", "AAAAAAAAAAAAAAAAAAAAAA==")])))?
         .status == 400)
-  }
-}
-
-@Suite struct Base64Tests {
-  @Test(arguments: [
-    ("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="),
-    ("fooba", "Zm9vYmE="), ("foobar", "Zm9vYmFy"),
-  ])
-  func rfc4648Vectors(plain: String, encoded: String) {
-    #expect(Base64.encode(Array(plain.utf8)) == encoded)
-    #expect(Base64.decode(encoded) == Array(plain.utf8))
-  }
-
-  @Test func roundTripsEveryByte() {
-    for count in 0..<40 {
-      let bytes = randomBytes(count, seed: UInt64(count))
-      #expect(Base64.decode(Base64.encode(bytes)) == bytes)
-    }
-  }
-
-  @Test(arguments: ["Zg", "Zg=", "Z===", "Zg==Zg==", "Zh==", "Zm9=", "Zm9v\n", "Zm-v", "=Zm9"])
-  func rejectsMalformed(text: String) {
-    #expect(Base64.decode(text) == nil)
   }
 }

@@ -5,12 +5,13 @@
 import Testing
 
 @testable import RelayWebSocket
+import RelayPrimitives
 
 /// A random valid stream and the events it must produce.
 func randomConversation(seed: UInt64, sender: WebSocketRole, messages: Int) -> (
   [UInt8], [WebSocketEvent]
 ) {
-  var rng = SeededGenerator(seed: seed)
+  var rng = SeededRandom(state: seed)
   var wire: [UInt8] = []
   var expected: [WebSocketEvent] = []
   let texts = [
@@ -44,7 +45,7 @@ func randomConversation(seed: UInt64, sender: WebSocketRole, messages: Int) -> (
 
 /// Cuts `bytes` into `pieces` parts (some possibly empty), at byte
 /// positions that ignore character boundaries.
-func cutAtRandom(_ bytes: [UInt8], pieces: Int, rng: inout SeededGenerator) -> [[UInt8]] {
+func cutAtRandom(_ bytes: [UInt8], pieces: Int, rng: inout SeededRandom) -> [[UInt8]] {
   var cuts = (1..<pieces).map { _ in Int.random(in: 0...bytes.count, using: &rng) }.sorted()
   cuts = [0] + cuts + [bytes.count]
   return (0..<pieces).map { Array(bytes[cuts[$0]..<cuts[$0 + 1]]) }

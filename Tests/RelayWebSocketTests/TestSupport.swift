@@ -1,75 +1,21 @@
-// Test helpers: a test-only SHA-1, a seeded generator, an independent raw
-// frame builder (so decoder tests do not trust the encoder under test), and
+// Test helpers: OpenSSL's SHA-1, seeded bytes, an independent raw frame builder (so decoder tests do not trust the encoder under test), and
 // feeding strategies that must all yield the same events.
 
 import Testing
 
 @testable import RelayWebSocket
+import RelayCrypto
+import RelayPrimitives
 
-/// SHA-1 (FIPS 180-4 §6.1), test-only: production injects OpenSSL's.
-func testSHA1(_ message: [UInt8]) -> [UInt8] {
-  var h: [UInt32] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0]
-  var data = message
-  data.append(0x80)
-  while data.count % 64 != 56 { data.append(0) }
-  let bitLength = UInt64(message.count) * 8
-  for shift in stride(from: 56, through: 0, by: -8) {
-    data.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift)))
-  }
-  for chunk in stride(from: 0, to: data.count, by: 64) {
-    var w = [UInt32](repeating: 0, count: 80)
-    for t in 0..<16 {
-      let i = chunk + t * 4
-      w[t] =
-        UInt32(data[i]) << 24 | UInt32(data[i + 1]) << 16 | UInt32(data[i + 2]) << 8
-        | UInt32(data[i + 3])
-    }
-    for t in 16..<80 {
-      let x = w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16]
-      w[t] = x << 1 | x >> 31
-    }
-    var (a, b, c, d, e) = (h[0], h[1], h[2], h[3], h[4])
-    for t in 0..<80 {
-      let (f, k): (UInt32, UInt32) =
-        t < 20
-        ? ((b & c) | (~b & d), 0x5A82_7999)
-        : t < 40
-          ? (b ^ c ^ d, 0x6ED9_EBA1)
-          : t < 60
-            ? ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC)
-            : (b ^ c ^ d, 0xCA62_C1D6)
-      let temp = (a << 5 | a >> 27) &+ f &+ e &+ k &+ w[t]
-      (e, d, c, b, a) = (d, c, b << 30 | b >> 2, a, temp)
-    }
-    h[0] &+= a
-    h[1] &+= b
-    h[2] &+= c
-    h[3] &+= d
-    h[4] &+= e
-  }
-  return h.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> UInt32(24 - 8 * $0)) }
-  }
-}
+/// SHA-1 from OpenSSL, as production injects it.
+func testSHA1(_ message: [UInt8]) -> [UInt8] { Crypto.sha1(message) }
 
 func hex(_ bytes: [UInt8]) -> String {
   bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
 }
 
-/// SeededRandom: deterministic, seeded; never the system RNG.
-struct SeededGenerator: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 func randomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
-  var rng = SeededGenerator(seed: seed)
+  var rng = SeededRandom(state: seed)
   return (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
 }
 
@@ -153,7 +99,7 @@ func chunks(_ input: [UInt8], split: Split) -> [ArraySlice<UInt8>] {
   case .whole: chunks = [input[...]]
   case .byteByByte: chunks = input.indices.map { input[$0...$0] }
   case .random(let seed):
-    var rng = SeededGenerator(seed: seed)
+    var rng = SeededRandom(state: seed)
     var start = 0
     while start < input.count {
       // Mostly small pieces (headers and characters split), sometimes big.

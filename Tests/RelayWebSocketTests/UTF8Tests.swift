@@ -4,6 +4,7 @@
 import Testing
 
 @testable import RelayWebSocket
+import RelayPrimitives
 
 let validUTF8: [[UInt8]] = [
   [], Array("plain ascii, longer than eight bytes".utf8), Array("κόσμε".utf8),
@@ -83,7 +84,7 @@ let incompleteUTF8: [[UInt8]] = [[0xC2], [0xE1, 0x80], [0xF0, 0x90, 0x80], [0x41
   }
 
   @Test func agreesWithTheStandardLibraryOnRandomInput() {
-    var rng = SeededGenerator(seed: 2024)
+    var rng = SeededRandom(state: 2024)
     for round in 0..<20_000 {
       let count = Int.random(in: 0...(round % 2 == 0 ? 12 : 40), using: &rng)
       // Bias toward interesting bytes: high half and ASCII.

@@ -1,7 +1,9 @@
 // Close status codes (RFC 6455 §7.4 and the IANA "WebSocket Close Code
 // Number Registry").
 
-/// Close codes the decoder sends and the rule for codes it receives.
+/// Close codes the decoder sends, the rule for codes it receives, and what a
+/// client does after each (protocol/ §14). The relay's own 4xxx codes are named
+/// in RelayProtocol (Codes.swift).
 public enum CloseCode {
   public static let normal: UInt16 = 1000
   public static let goingAway: UInt16 = 1001
@@ -44,4 +46,38 @@ public enum CloseCode {
     default: return false
     }
   }
+
+  /// What protocol/ §14's "Client should" column says about reconnecting after a
+  /// close code; one rule for every client (the Swift client machine, the bots, and
+  /// the JavaScript client, whose copy a test compares with this one).
+  public enum Reconnect: Sendable, Equatable {
+    /// Reconnect with resume after backoff: 1001, 1011, 1012, 4000–4499, and a TCP
+    /// end without a close frame (1006, reported as nil).
+    case resume
+    /// Do not reconnect automatically: 1000 (the client or the relay ended it
+    /// cleanly) and the final application range 4500–4999.
+    case stop
+    /// §14 gives no reconnect rule: protocol errors to fix in the client (1002,
+    /// 1003, 1007, 1009), 1008, and codes outside the table. A client that keeps
+    /// trying treats it as `resume`; a load bot, which must not hide a bug, stops.
+    case unspecified
+  }
+
+  /// The final application range (§14): "not reconnect automatically".
+  public static let finalApplicationCodes: ClosedRange<UInt16> = 4500...4999
+  /// The temporary application range (§14): "reconnect with resume, after backoff".
+  public static let temporaryApplicationCodes: ClosedRange<UInt16> = 4000...4499
+
+  /// The §14 rule for `code`; nil is a connection that ended without a close frame.
+  public static func reconnect(after code: UInt16?) -> Reconnect {
+    guard let code else { return .resume }
+    switch code {
+    case normal, finalApplicationCodes: return .stop
+    case goingAway, internalError, serviceRestart, temporaryApplicationCodes: return .resume
+    default: return .unspecified
+    }
+  }
+
+  /// Whether a client stops reconnecting after `code` (§14: 1000 and 4500–4999).
+  public static func endsReconnecting(_ code: UInt16?) -> Bool { reconnect(after: code) == .stop }
 }

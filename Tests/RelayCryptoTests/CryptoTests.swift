@@ -16,11 +16,12 @@ struct CryptoTests {
     #expect(Crypto.hex(digest) == "b37a4f2cc0624f1690f64606cf385945b2bec4ea")  // s3pPLMBiTxaQ9kYGzzhZRbK+xOo=
   }
 
-  @Test("SHA-256 of \"abc\"")
+  @Test("SHA-256 of \"abc\" and of nothing (FIPS 180-2 examples)")
   func sha256OfABC() {
     #expect(
       Crypto.hex(Crypto.sha256(Array("abc".utf8)))
         == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    #expect(Crypto.hex(Crypto.sha256([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
   }
 
   @Test("HMAC-SHA256, RFC 4231 test cases 1 and 2")
