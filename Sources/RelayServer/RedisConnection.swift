@@ -55,6 +55,9 @@ final class RedisConnection {
   private var ended = false
   /// Runs once when the connection ends for any reason after it was established.
   var onEnd: (() -> Void)?
+  /// Set on a subscribed connection (a sentinel's `+switch-master`): gets the values
+  /// no command is waiting for. Without it such a value ends the connection.
+  var onPush: ((RESPValue) -> Void)?
 
   private init(loop: Loop) { self.loop = loop }
 
@@ -121,7 +124,12 @@ final class RedisConnection {
     parser.feed(bytes)
     do {
       while let value = try parser.next() {
-        guard pendingHead < pending.count else { return close() }  // a reply nobody asked for
+        guard pendingHead < pending.count else {
+          guard let onPush else { return close() }  // a reply nobody asked for
+          onPush(value)
+          if ended { return }
+          continue
+        }
         let reply = pending[pendingHead].reply
         pendingHead += 1
         if pendingHead > 64, pendingHead * 2 > pending.count {

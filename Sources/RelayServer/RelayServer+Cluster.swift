@@ -24,6 +24,12 @@ public struct ClusterConfig: Sendable {
   /// The rules version this binary announces (`RelayCore.rulesVersion`; tests of
   /// rolling upgrades set another through `RELAY_TEST_RULES_VERSION`).
   public var rulesVersion: UInt32 = RelayCore.rulesVersion
+  /// `redis+sentinel://…`: the sentinels that name the primary; `redis` then only
+  /// carries the password and database (docs/cluster.md, "Redis high availability").
+  public var sentinel: SentinelAddress?
+  /// `--redis-min-replicas`: a record counts (is applied, and its append succeeds)
+  /// only once this many replicas confirm they hold it (`WAIT`).
+  public var minReplicas = 0
 
   public init(redis: RedisAddress, nodeId: String) {
     self.redis = redis
