@@ -253,3 +253,31 @@ async def test_failover_to_a_replica_behind_resets_the_generation(redis_ha, ha_n
     carol = await _dev(nodes[1], "carol")
     assert (await _send(carol, "c1", "fresh"))["type"] == "ok"
     await carol.close()
+
+
+async def test_ringing_call_times_out_once_across_a_failover(redis_ha, ha_nodes):
+    """A call rings through the primary's death: the ring timer is replicated state,
+    timed by the log's clock, and fires once, on time, after the failover."""
+    ring_ms = 6000
+    nodes = ha_nodes(*CLIENT_FLAGS, "--ring-timeout", str(ring_ms))
+    alice = await Client.connect(nodes[0].ws)
+    await alice.hello_dev("alice")
+    bob = await Client.connect(nodes[1].ws)
+    await bob.hello_dev("bob")
+    await alice.send({"type": "call.initiate", "id": "c", "to": ["bob"], "callType": "audio"})
+    call = (await alice.recv_type("ok"))["callId"]
+    placed = time.monotonic()
+    assert (await bob.recv_type("call.incoming"))["callId"] == call
+    old, new = redis_ha.primary(), redis_ha.replica()
+    old.kill()
+    _wait(lambda: redis_ha.named_by_all(new.port), 20, "the sentinels promoting the replica")
+    redis_ha.restart_as_replica(old, of=new)
+    cancelled = await bob.recv_type("call.cancelled", timeout=ring_ms / 1000 + 10)
+    assert cancelled["callId"] == call and cancelled["reason"] == "unanswered", cancelled
+    assert time.monotonic() - placed >= ring_ms / 1000 - 0.5, "the ring timeout fired early"
+    with pytest.raises((asyncio.TimeoutError, TimeoutError)):
+        m = await bob.recv_type("call.cancelled", timeout=2)
+        raise AssertionError(f"second outcome {m}")
+    assert resets(nodes) == 0
+    await alice.close()
+    await bob.close()
