@@ -2,7 +2,7 @@ import EventLoop
 import RelayCluster
 
 // Redis high availability (docs/cluster.md, "Redis high availability"; contract
-// §13.4). Redis replication is asynchronous: a record on the primary only may vanish
+// §13.2). Redis replication is asynchronous: a record on the primary only may vanish
 // in a failover. So a record counts only once `--redis-min-replicas` replicas hold
 // it, on both sides of the log:
 // - the appender sends `WAIT N deadline` after its append; short of N, its callers

@@ -1,4 +1,4 @@
-/// Where a Sentinel-managed Redis is (contract §13.4):
+/// Where a Sentinel-managed Redis is (contract §13.2):
 /// `redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER_NAME[/DB]`. The
 /// sentinels are asked, in the order given, for the address of the primary named
 /// `MASTER_NAME`; the password and database apply to the primary (and its replicas),

@@ -1,4 +1,4 @@
-"""Redis high availability under Sentinel (contract §13.4, docs/cluster.md "Redis
+"""Redis high availability under Sentinel (contract §13.2, docs/cluster.md "Redis
 high availability"): a primary, one replica and three sentinels on loopback ports,
 three relay nodes on `redis+sentinel://…`.
 
