@@ -64,7 +64,10 @@ extension ClusterNode {
       guard let self, let reply else { return }
       guard case .array(let items?) = reply, items.first?.string == "master" else {
         let (log, held) = self.appendErrorLog.admit(nowMs: self.server.loop.nowMs)
-        if log { self.logger.warning("the Redis the sentinels named is not a primary: asking again", metadata: ["held": "\(held)"]) }
+        if log {
+          self.logger.warning(
+            "the Redis the sentinels named is not a primary: asking again", metadata: ["held": "\(held)"])
+        }
         return self.dropConnections()
       }
       self.checkPolicy()
@@ -175,7 +178,8 @@ extension ClusterNode {
       switch answer {
       case .integer(let n)? where n >= Int64(self.config.minReplicas): done(reply)
       case .integer(let n)?:
-        done(.error("NOREPLICAS \(n) of \(self.config.minReplicas) replicas confirmed within \(Self.replicationWaitMs) ms"))
+        let wanted = self.config.minReplicas
+        done(.error("NOREPLICAS \(n) of \(wanted) replicas confirmed within \(Self.replicationWaitMs) ms"))
       case .error?: done(answer)
       default: done(nil)
       }
