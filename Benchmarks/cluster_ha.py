@@ -31,7 +31,7 @@ from cluster import RedisHA, _wait  # noqa: E402  (the tests' fixture, one copy)
 
 LATENCY_FLAGS = ["--message-rate", "1000000", "--max-outbound-bytes", "16777216", "--log-level", "warning"]
 CLIENT_FLAGS = ["--node-timeout", "1500", "--grace", "10000", "--heartbeat-interval", "1000",
-                "--heartbeat-timeout", "60000", "--log-level", "warning"]
+                "--heartbeat-timeout", "60000", "--message-rate", "1000000", "--log-level", "warning"]
 
 
 def _nodes(ctx, ha: RedisHA, count: int, flags: list[str], tag: str) -> list[int]:
@@ -82,7 +82,7 @@ async def _failover_trial(ctx, trial: int) -> dict:
             alice, bob = await member(p1, "alice"), await member(p2, "bob")
             oks: dict[str, float] = {}
             sent_at: dict[str, float] = {}
-            unavailable = 0
+            errors: dict[str, int] = {}
             received: list[tuple[int, str]] = []
             killed: float | None = None
             stop = asyncio.Event()
@@ -96,13 +96,12 @@ async def _failover_trial(ctx, trial: int) -> dict:
                     await asyncio.sleep(0.02)
 
             async def replies():
-                nonlocal unavailable
                 while True:
                     m = json.loads(await alice.recv())
                     if m.get("type") == "ok" and m.get("re") in sent_at:
                         oks[m["re"]] = time.monotonic()
                     elif m.get("type") == "error":
-                        unavailable += 1
+                        errors[m.get("code", "?")] = errors.get(m.get("code", "?"), 0) + 1
 
             async def deliveries():
                 while True:
@@ -134,7 +133,7 @@ async def _failover_trial(ctx, trial: int) -> dict:
                     "lost": sum(1 for k in oks if k not in delivered),
                     "duplicates": len(received) - len(delivered),
                     "gaps": sum(1 for a, b in zip(seqs, seqs[1:]) if b != a + 1),
-                    "oks": len(oks), "unavailable": unavailable}
+                    "oks": len(oks), "sent": len(sent_at), "errors": errors}
         finally:
             ctx.procs.stop()
             ha.stop()
@@ -159,6 +158,7 @@ def figures(ctx) -> list[str]:
               f"{med['promotedS']:.2f} s, first `ok` after the kill {med['firstOkS']:.2f} s (medians); "
               f"commands lost (ok'd, never delivered): {sum(t['lost'] for t in trials)}; duplicates "
               f"{sum(t['duplicates'] for t in trials)}; seq gaps {sum(t['gaps'] for t in trials)}; runs: "
-              + "; ".join(f"{t['firstOkS']:.2f} s, {t['oks']} ok, {t['unavailable']} unavailable" for t in trials)]
+              + "; ".join(f"{t['firstOkS']:.2f} s, {t['sent']} sent, {t['oks']} ok, errors {t['errors']}"
+                          for t in trials)]
     print(lines[-1], flush=True)
     return lines

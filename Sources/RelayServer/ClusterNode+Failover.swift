@@ -74,10 +74,10 @@ extension ClusterNode {
     }
   }
 
-  /// A primary demoted under a connection answers writes with `READONLY`: ask the
-  /// sentinels again.
+  /// A primary demoted under a connection answers writes with `READONLY` (and `WAIT`
+  /// with "cannot be used with replica instances"): ask the sentinels again.
   func noteRedisError(_ message: String) {
-    guard sentinels != nil, message.hasPrefix("READONLY") else { return }
+    guard sentinels != nil, message.hasPrefix("READONLY") || message.contains("replica instance") else { return }
     dropConnections()
   }
 
