@@ -59,6 +59,10 @@ extension ServerConfig {
     if let cluster {
       lines.append("node-timeout=\(cluster.nodeTimeoutMs)")
       lines.append("snapshot=\(cluster.snapshotRecords)/\(cluster.snapshotBytes)")
+      // One node applying records its replicas do not hold yet would void the
+      // others' guarantee (docs/cluster.md, "Redis high availability"). Absent at 0,
+      // so clusters without replicas keep their digest across this binary.
+      if cluster.minReplicas > 0 { lines.append("redis-min-replicas=\(cluster.minReplicas)") }
     }
     return lines.joined(separator: "\n")
   }
