@@ -1,3 +1,4 @@
+import RelayCore
 import Testing
 
 @testable import RelayServer
@@ -68,5 +69,14 @@ import Testing
     #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "x") == .behind)
     #expect(LogHistory.streamKey("18446744073709551615-3") != nil)
     #expect(LogHistory.streamKey("1-2-3") == nil && LogHistory.streamKey("-1") == nil)
+  }
+
+  @Test func minReplicasIsASharedFlagOnlyWhenSet() {
+    var config = ServerConfig(core: CoreConfig(devMode: true, serverVersion: "test"))
+    config.cluster = ClusterConfig(redis: RedisAddress(host: "h", port: 1, password: nil, db: 0), nodeId: "a")
+    let without = config.sharedFlags { $0 }
+    #expect(!without.contains("redis-min-replicas"))
+    config.cluster?.minReplicas = 1
+    #expect(config.sharedFlags { $0 } == without + "\nredis-min-replicas=1")
   }
 }
