@@ -50,9 +50,10 @@ extension ClusterNode {
       guard primary?.host != new.host || primary?.port != new.port else { return }
       dropConnections()
     }
+    // An attempt under way (likely at the old address) that fails retries at once.
+    backoffMs = 100
     guard state == .down else { return }
     reconnectTimer?.stop()
-    backoffMs = 100
     connect()
   }
 
