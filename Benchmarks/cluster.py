@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cluster figures (docs/cluster.md): `make bench-cluster`, never part of the tests.
 
-    python3 Benchmarks/cluster.py [local] [spread] [latency] [kill] [history] [snapshot]   (default: all)
+    python3 Benchmarks/cluster.py [local] [spread] [latency] [kill] [history] [snapshot] [sentinel]   (default: all)
 
 - local:   fan-out (bots/fanout.json) on a standalone relay and on one node with
            --redis and every member local, alternating, median of BENCH_RUNS (3).
@@ -13,6 +13,9 @@
 - history: a synthetic writer appends 10 k, 1 M and 5 M records (as the append
            script does) while one node snapshots and trims; Redis memory after each,
            and how long a second node takes to be ready (target ≤ 2 s, flat).
+- sentinel: Redis under Sentinel (Benchmarks/cluster_ha.py): append latency with
+           --redis-min-replicas 0 and 1, time from a primary SIGKILL to the first
+           `ok`, and commands lost.
 - snapshot: 10 000 joined participants (bots/idle-10000.json) on one node: the size
            of a snapshot and the time to take it, and a second node's ready time.
 
@@ -277,7 +280,7 @@ def snapshot_figures() -> list[str]:
 
 
 def main() -> None:
-    which = sys.argv[1:] or ["local", "spread", "latency", "kill", "history", "snapshot"]
+    which = sys.argv[1:] or ["local", "spread", "latency", "kill", "history", "snapshot", "sentinel"]
     RAW.mkdir(parents=True, exist_ok=True)
     lines = [f"# Cluster figures, {STAMP}", "",
              f"Machine: {os.cpu_count()} vCPU; relays on core {SERVER_CPU}, bots and Redis on core {OTHER_CPU}; "
@@ -320,6 +323,12 @@ def main() -> None:
     if "snapshot" in which:
         lines += snapshot_figures()
         print(lines[-1], flush=True)
+    if "sentinel" in which:
+        import cluster_ha  # noqa: PLC0415  (Benchmarks/, beside this file)
+
+        ctx = sys.modules[__name__]
+        ctx.procs = Procs()
+        lines += cluster_ha.figures(ctx)
     out = ROOT / "Benchmarks" / "results" / "cluster.md"
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")

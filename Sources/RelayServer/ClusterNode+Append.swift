@@ -43,7 +43,7 @@ extension ClusterNode {
     guard let g = generation ?? self.generation else { return failBatch(entries) }
     let keys = [Self.generationKey, Self.key("seq", g), Self.key("log", g)]
     run(.append, keys: keys, args: [Array(g.utf8), batch.encoded()]) { [weak self] reply in
-      self?.appended(reply, entries)
+      self?.confirmAppend(reply) { [weak self] confirmed in self?.appended(confirmed, entries) }
     }
   }
 
@@ -67,6 +67,7 @@ extension ClusterNode {
   /// Not ready until an append succeeds again; Redis's words logged, rate-limited.
   func appendFailed(_ message: String) {
     appendsFailing = true
+    noteRedisError(message)
     let (log, held) = appendErrorLog.admit(nowMs: server.loop.nowMs)
     if log {
       logger.error(

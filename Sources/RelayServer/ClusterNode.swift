@@ -77,6 +77,10 @@ final class ClusterNode {
   /// Bumped whenever the replica is replaced: replies of reads issued for an older
   /// one are dropped.
   var readEpoch: UInt64 = 0
+  /// With `redis+sentinel://`: asks the sentinels for the primary, follows failovers.
+  var sentinels: SentinelClient?
+  /// The primary the connections go (or went) to.
+  var primary: RedisAddress?
 
   /// Beats are sent this often; a node is dead after `nodeTimeoutMs` without one.
   var beatMs: UInt64 { UInt64(max(50, min(1_000, config.nodeTimeoutMs / 4))) }
@@ -109,20 +113,30 @@ final class ClusterNode {
     reconnectTimer = EventLoop.Timer(loop: server.loop)
     tickTimer = EventLoop.Timer(loop: server.loop)
     flushTimer = EventLoop.Timer(loop: server.loop)
+    startSentinels()
     connect()
   }
 
-  private func connect() {
+  func connect() {
     guard state == .down else { return }
     state = .connecting
-    // A host name (`redis://redis:6379` in docker-compose) is looked up before each
-    // attempt, on libuv's thread pool (`uv_getaddrinfo`): the loop serves meanwhile.
-    HostResolver.resolve(config.redis.host, on: server.loop) { [weak self] ip in self?.resolved(ip) }
+    if let sentinels {
+      // Each attempt asks the sentinels afresh: after a failover the old address is dead.
+      return sentinels.locate { [weak self] found in self?.located(found) }
+    }
+    resolve(config.redis)
   }
 
-  private func resolved(_ ip: Result<String, LoopError>) {
+  /// A host name (`redis://redis:6379` in docker-compose) is looked up before each
+  /// attempt, on libuv's thread pool (`uv_getaddrinfo`): the loop serves meanwhile.
+  func resolve(_ address: RedisAddress) {
+    primary = address
+    HostResolver.resolve(address.host, on: server.loop) { [weak self] ip in self?.resolved(ip, address) }
+  }
+
+  private func resolved(_ ip: Result<String, LoopError>, _ given: RedisAddress) {
     guard state == .connecting else { return }
-    var address = config.redis
+    var address = given
     guard case .success(let ip) = ip else {
       logger.error("cannot resolve the Redis host", metadata: ["host": "\(address.host)"])
       return lostRedis()
@@ -145,14 +159,14 @@ final class ClusterNode {
         self.reader = reader
         commands.onEnd = { [weak self] in self?.lostRedis() }
         reader.onEnd = { [weak self] in self?.lostRedis() }
-        self.checkPolicy()
+        self.checkRole()
       }
     }
   }
 
   /// An evicting Redis may drop the log or the position counter under a live cluster:
   /// refuse it, unless the operator vouches for it (managed Redis that hides CONFIG).
-  private func checkPolicy() {
+  func checkPolicy() {
     guard !config.skipPolicyCheck else { return bootstrap() }
     commands?.send([Array("CONFIG".utf8), Array("GET".utf8), Array("maxmemory-policy".utf8)]) { [weak self] reply in
       guard let self, let reply else { return }
@@ -231,11 +245,14 @@ final class ClusterNode {
     redisAttempts = 0
     loadScripts()
     if let old = generation, old == g, server.replica != nil {
-      // Same generation: carry on from where this replica was.
-      state = .catchingUp
-      readLoop()
-      if number != 0 && pendingJoin == nil { becomeReady(reconnected: true) }
-      return
+      // Same generation: carry on from where this replica was — once the log is
+      // known to still hold what it applied (a failover may have lost a tail).
+      return verifyHistory(g) { [weak self] in
+        guard let self else { return }
+        self.state = .catchingUp
+        self.readLoop()
+        if self.number != 0 && self.pendingJoin == nil { self.becomeReady(reconnected: true) }
+      }
     }
     if generation != nil {
       logger.warning("cluster state was lost in Redis: resetting this node", metadata: ["node": "\(config.nodeId)"])
@@ -286,17 +303,24 @@ final class ClusterNode {
       limitMs: block + 5_000
     ) { [weak self] reply in
       guard let self, let reply, self.reading(g, epoch) else { return }
-      var count = 0
-      if case .array(let streams?) = reply { count = self.consume(streams, generation: g, epoch: epoch) }
-      guard self.reading(g, epoch) else { return }
-      if count < Self.readCount { self.caughtUp() }
-      self.armTicker()
-      self.readLoop()
+      self.whenReplicated(reply, reading: { [weak self] in self?.reading(g, epoch) ?? false }) { [weak self] in
+        self?.consumeRead(reply, generation: g, epoch: epoch)
+      }
     }
   }
 
+  private func consumeRead(_ reply: RESPValue, generation g: String, epoch: UInt64) {
+    guard reading(g, epoch) else { return }
+    var count = 0
+    if case .array(let streams?) = reply { count = consume(streams, generation: g, epoch: epoch) }
+    guard reading(g, epoch) else { return }
+    if count < Self.readCount { caughtUp() }
+    armTicker()
+    readLoop()
+  }
+
   /// Whether reads issued for generation `g` and replica `epoch` still count.
-  private func reading(_ g: String, _ epoch: UInt64) -> Bool {
+  func reading(_ g: String, _ epoch: UInt64) -> Bool {
     generation == g && readEpoch == epoch && (state == .ready || state == .catchingUp)
   }
 
@@ -453,6 +477,7 @@ final class ClusterNode {
     reader?.close()
     commands = nil
     reader = nil
+    sentinels?.stop()
     flushBatch()
     for timer in [housekeeping, reconnectTimer, tickTimer, flushTimer] { timer?.close() }
     flushTimer = nil
@@ -460,41 +485,5 @@ final class ClusterNode {
     reconnectTimer = nil
     tickTimer = nil
     done?()
-  }
-}
-
-/// Cluster counters for `/metrics` (docs/cluster.md, "Operating it").
-struct ClusterStats {
-  var appends: UInt64 = 0
-  var appendFailures: UInt64 = 0
-  var applied: UInt64 = 0
-  var rejected: UInt64 = 0
-  /// Nodes this replica saw declared dead.
-  var deaths: UInt64 = 0
-  var rejoins: UInt64 = 0
-  var resets: UInt64 = 0
-  var divergences: UInt64 = 0
-  var snapshotsStored: UInt64 = 0
-  var snapshotBytes: UInt64 = 0
-  /// How long the last snapshot took to serialize and digest.
-  var snapshotNs: UInt64 = 0
-  var snapshotLoads: UInt64 = 0
-}
-
-/// At most one line per `everyMs`, with the count of those it held back.
-struct RateLimitedLog {
-  let everyMs: UInt64
-  var lastMs: UInt64?
-  var held = 0
-
-  /// Whether to log now, and how many were held back since the last line.
-  mutating func admit(nowMs: UInt64) -> (log: Bool, held: Int) {
-    if let last = lastMs, nowMs < last + everyMs {
-      held += 1
-      return (false, held)
-    }
-    lastMs = nowMs
-    defer { held = 0 }
-    return (true, held)
   }
 }

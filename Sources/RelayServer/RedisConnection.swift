@@ -55,6 +55,9 @@ final class RedisConnection {
   private var ended = false
   /// Runs once when the connection ends for any reason after it was established.
   var onEnd: (() -> Void)?
+  /// Set on a subscribed connection (a sentinel's `+switch-master`): gets the values
+  /// no command is waiting for. Without it such a value ends the connection.
+  var onPush: ((RESPValue) -> Void)?
 
   private init(loop: Loop) { self.loop = loop }
 
@@ -120,7 +123,12 @@ final class RedisConnection {
     parser.feed(bytes)
     do {
       while let value = try parser.next() {
-        guard let reply = pending.popFirst()?.reply else { return close() }  // a reply nobody asked for
+        guard let reply = pending.popFirst()?.reply else {
+          guard let onPush else { return close() }  // a reply nobody asked for
+          onPush(value)
+          if ended { return }
+          continue
+        }
         reply(value)
         if ended { return }
       }

@@ -25,6 +25,12 @@ public struct ClusterConfig: Sendable {
   /// The rules version this binary announces (`RelayCore.rulesVersion`; tests of
   /// rolling upgrades set another through `RELAY_TEST_RULES_VERSION`).
   public var rulesVersion: UInt32 = RelayCore.rulesVersion
+  /// `redis+sentinel://…`: the sentinels that name the primary; `redis` then only
+  /// carries the password and database (docs/cluster.md, "Redis high availability").
+  public var sentinel: SentinelAddress?
+  /// `--redis-min-replicas`: a record counts (is applied, and its append succeeds)
+  /// only once this many replicas confirm they hold it (`WAIT`).
+  public var minReplicas = 0
 
   public init(redis: RedisAddress, nodeId: String) {
     self.redis = redis
@@ -54,6 +60,10 @@ extension ServerConfig {
     if let cluster {
       lines.append("node-timeout=\(cluster.nodeTimeoutMs)")
       lines.append("snapshot=\(cluster.snapshotRecords)/\(cluster.snapshotBytes)")
+      // One node applying records its replicas do not hold yet would void the
+      // others' guarantee (docs/cluster.md, "Redis high availability"). Absent at 0,
+      // so clusters without replicas keep their digest across this binary.
+      if cluster.minReplicas > 0 { lines.append("redis-min-replicas=\(cluster.minReplicas)") }
     }
     return lines.joined(separator: "\n")
   }

@@ -49,7 +49,14 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("webhook-secret")) var webhookSecret: String?
   @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve wss:// and https:// only.") var tlsCert: String?
   @Option(name: .customLong("tls-key"), help: "PEM private key (ECDSA or RSA) of --tls-cert.") var tlsKey: String?
-  @Option(help: "redis://[:PASSWORD@]HOST:PORT[/DB]: run as a node of a cluster sharing this Redis.") var redis: String?
+  @Option(
+    help:
+      "redis://[:PASSWORD@]HOST:PORT[/DB] or redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER[/DB]: run as a node of a cluster sharing this Redis."
+  ) var redis: String?
+  @Option(
+    name: .customLong("redis-min-replicas"),
+    help: "cluster: replicas that must hold a record before it counts (default 1 with Sentinel, 0 without)")
+  var redisMinReplicas: Int?
   @Option(name: .customLong("node-id"), help: "This node's name in a cluster (default: random, logged).") var nodeId: String?
   @Option(name: .customLong("node-timeout"), help: "ms of silence after which a cluster node is dead") var nodeTimeout: Int?
   @Option(name: .customLong("snapshot-records"), help: "cluster: records between snapshots of the shared state")
@@ -69,10 +76,12 @@ struct Serve: ParsableCommand {
       throw ValidationError("--tls-cert and --tls-key go together")
     }
     if let url = redis ?? Env.string("redis") {
-      guard let address = RedisAddress(url: url) else {
-        throw ValidationError("--redis wants redis://[:PASSWORD@]HOST:PORT[/DB], got \(url)")
+      guard let target = RedisTarget(url: url) else {
+        throw ValidationError(
+          "--redis wants redis://[:PASSWORD@]HOST:PORT[/DB] or redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER[/DB]"
+        )
       }
-      var cluster = ClusterConfig(redis: address, nodeId: nodeId ?? Env.string("node-id") ?? Self.randomNodeId())
+      var cluster = try makeCluster(target)
       if let v = try nodeTimeout ?? Env.int("node-timeout") {
         guard v > 0 else { throw ValidationError("--node-timeout must be positive") }
         cluster.nodeTimeoutMs = Int64(v)
@@ -89,7 +98,9 @@ struct Serve: ParsableCommand {
       // Rolling-upgrade tests run two "builds" that differ in rules version.
       if let v = try Env.int("test-rules-version"), let r = UInt32(exactly: v) { cluster.rulesVersion = r }
       config.cluster = cluster
-      logger.info("cluster mode", metadata: ["node": "\(cluster.nodeId)", "redis": "\(address.host):\(address.port)"])
+      logger.info(
+        "cluster mode",
+        metadata: ["node": "\(cluster.nodeId)", "redis": "\(target.description)", "min-replicas": "\(cluster.minReplicas)"])
     }
     if config.devMode {
       guard ServerConfig.isLoopback(config.host) else {
@@ -108,6 +119,25 @@ struct Serve: ParsableCommand {
     }
     server.run()
     if server.exitCode != 0 { throw ExitCode(server.exitCode) }
+  }
+
+  /// The cluster settings of `--redis`, `--node-id` and `--redis-min-replicas`.
+  private func makeCluster(_ target: RedisTarget) throws -> ClusterConfig {
+    let nodeId = nodeId ?? Env.string("node-id") ?? Self.randomNodeId()
+    var cluster: ClusterConfig
+    switch target {
+    case .direct(let address):
+      cluster = ClusterConfig(redis: address, nodeId: nodeId)
+    case .sentinel(let sentinel):
+      cluster = ClusterConfig(redis: sentinel.primary(host: "127.0.0.1", port: 6379), nodeId: nodeId)
+      cluster.sentinel = sentinel
+      cluster.minReplicas = 1
+    }
+    if let v = try redisMinReplicas ?? Env.int("redis-min-replicas") {
+      guard (0...64).contains(v) else { throw ValidationError("--redis-min-replicas must be 0…64") }
+      cluster.minReplicas = v
+    }
+    return cluster
   }
 
   static func randomNodeId() -> String {

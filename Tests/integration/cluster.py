@@ -37,15 +37,17 @@ def _wait(predicate, timeout: float, what: str) -> None:
 class Redis:
     """A private redis-server (no persistence) on 127.0.0.1:<port>."""
 
-    def __init__(self, workdir: Path, password: str | None = None):
+    def __init__(self, workdir: Path, password: str | None = None, name: str = "redis",
+                 args: list[str] | None = None):
         self.password = password
         exe = shutil.which("redis-server")
         if exe is None:
             raise RuntimeError("redis-server not installed: run scripts/install-deps.sh --test")
         self.exe = exe
-        self.dir = workdir / "redis"
+        self.dir = workdir / name
         self.dir.mkdir(exist_ok=True)
         self.port = free_port()
+        self.args = list(args or [])  # extra flags (replication), kept across restarts
         self.proc: subprocess.Popen | None = None
         self.start()
 
@@ -58,7 +60,7 @@ class Redis:
         log = open(self.dir / "redis.log", "ab")
         self.proc = subprocess.Popen(
             [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir), *(["--requirepass", self.password] if self.password else [])],
+             "--dir", str(self.dir), *(["--requirepass", self.password] if self.password else []), *self.args],
             stdout=log, stderr=subprocess.STDOUT)
         try:
             _wait(self._answers, START_TIMEOUT_S, "redis")
@@ -239,3 +241,156 @@ def cluster(tmp_path):
     c = Cluster(tmp_path)
     yield c
     c.stop()
+
+
+# --- Redis Sentinel (docs/cluster.md, "Redis high availability") ---
+
+MASTER_NAME = "relaymaster"
+DOWN_AFTER_MS = 1000
+# Replication tuned for a test: a full sync starts at once (no 5 s wait for more
+# replicas), and replicas are pinged every second.
+REPLICATION_FLAGS = ["--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1"]
+
+
+class Sentinel:
+    """A private redis-sentinel on 127.0.0.1:<port> watching one primary."""
+
+    def __init__(self, workdir: Path, name: str, primary_port: int):
+        exe = shutil.which("redis-sentinel")
+        if exe is None:
+            raise RuntimeError("redis-sentinel not installed: run scripts/install-deps.sh --test")
+        self.dir = workdir / name
+        self.dir.mkdir(exist_ok=True)
+        self.port = free_port()
+        conf = self.dir / "sentinel.conf"  # sentinel rewrites it: its own file
+        conf.write_text("\n".join([
+            f"port {self.port}", "bind 127.0.0.1", f"dir {self.dir}",
+            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary_port} 2",
+            f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}",
+            f"sentinel failover-timeout {MASTER_NAME} 4000",
+            f"sentinel parallel-syncs {MASTER_NAME} 1", ""]))
+        log = open(self.dir / "sentinel.log", "ab")
+        self.proc = subprocess.Popen([exe, str(conf)], stdout=log, stderr=subprocess.STDOUT)
+
+    def pipeline(self, commands: list[list[bytes]]) -> list[bytes]:
+        return redisutil.pipeline(self.port, commands, timeout=5)
+
+    def master_info(self) -> dict[str, str]:
+        """`SENTINEL MASTER` as a dict ({} when it does not answer)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                s.sendall(redisutil.encode([b"SENTINEL", b"MASTER", MASTER_NAME.encode()]))
+                data = b""
+                s.settimeout(2)
+                while True:  # a flat array of bulk strings; read until it parses whole
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                    parsed = _flat_array(data)
+                    if parsed is not None:
+                        return dict(zip(parsed[::2], parsed[1::2]))
+        except OSError:
+            pass
+        return {}
+
+    def primary_port(self) -> int | None:
+        info = self.master_info()
+        return int(info["port"]) if "port" in info else None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+def _flat_array(data: bytes) -> list[str] | None:
+    """A RESP array of bulk strings, or None while incomplete."""
+    if not data.startswith(b"*") or b"\r\n" not in data:
+        return None
+    head, rest = data.split(b"\r\n", 1)
+    count, out = int(head[1:]), []
+    for _ in range(max(count, 0)):
+        if b"\r\n" not in rest:
+            return None
+        line, rest = rest.split(b"\r\n", 1)
+        n = int(line[1:])
+        if len(rest) < n + 2:
+            return None
+        out.append(rest[:n].decode())
+        rest = rest[n + 2:]
+    return out
+
+
+class RedisHA:
+    """A primary, one replica and three sentinels, all on loopback ports."""
+
+    def __init__(self, workdir: Path):
+        self.dir = workdir
+        self.servers = [Redis(workdir, name="redis-a", args=REPLICATION_FLAGS)]
+        self.servers.append(Redis(workdir, name="redis-b", args=[
+            *REPLICATION_FLAGS, "--replicaof", "127.0.0.1", str(self.servers[0].port)]))
+        self.sentinels: list[Sentinel] = []
+        try:
+            self.sentinels = [Sentinel(workdir, f"sentinel-{i}", self.servers[0].port) for i in range(3)]
+            # Sentinels find each other and the replica through the primary (hello
+            # messages every 2 s): a failover needs them all known first.
+            _wait(self._settled, 20, "sentinels settled")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _settled(self) -> bool:
+        for s in self.sentinels:
+            info = s.master_info()
+            if info.get("num-other-sentinels") != "2" or info.get("num-slaves") != "1":
+                return False
+        return self.replica_online(self.primary())
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{MASTER_NAME}"
+
+    def primary(self) -> Redis:
+        port = self.sentinels[0].primary_port()
+        return next(r for r in self.servers if r.port == port)
+
+    def replica(self) -> Redis:
+        port = self.sentinels[0].primary_port()
+        return next(r for r in self.servers if r.port != port)
+
+    def named_by_all(self, port: int) -> bool:
+        return all(s.primary_port() == port for s in self.sentinels)
+
+    @staticmethod
+    def replica_online(primary: Redis) -> bool:
+        """The primary has a replica in sync (`INFO replication`: state=online)."""
+        try:
+            info = primary.pipeline([[b"INFO", b"replication"]])
+        except OSError:
+            return False
+        return bool(info) and b"state=online" in info[0]
+
+    def restart_as_replica(self, server: Redis, of: Redis) -> None:
+        """A killed server back on its port as a replica of `of` (what an operator's
+        supervisor does with the old primary once the sentinels promoted another)."""
+        server.args = [*REPLICATION_FLAGS, "--replicaof", "127.0.0.1", str(of.port)]
+        server.start()
+
+    def stop(self) -> None:
+        for s in self.sentinels:
+            s.stop()
+        for r in self.servers:
+            r.stop()
+
+
+@pytest.fixture
+def redis_ha(tmp_path):
+    ha = RedisHA(tmp_path)
+    yield ha
+    ha.stop()

@@ -1,0 +1,82 @@
+import RelayCore
+import Testing
+
+@testable import RelayServer
+
+@Suite struct SentinelAddressTests {
+  private typealias HP = SentinelAddress.HostPort
+
+  @Test func parsesTheContractsURLForms() throws {
+    let one = try #require(SentinelAddress(url: "redis+sentinel://127.0.0.1:26380/relay"))
+    #expect(one.sentinels == [HP(host: "127.0.0.1", port: 26380)])
+    #expect(one.masterName == "relay" && one.password == nil && one.db == 0)
+
+    let many = try #require(SentinelAddress(url: "redis+sentinel://:s3cret@10.0.0.1:5000,localhost,[::1]:7/mymaster/3"))
+    #expect(many.sentinels == [HP(host: "10.0.0.1", port: 5000), HP(host: "127.0.0.1", port: 26379), HP(host: "::1", port: 7)])
+    #expect(many.masterName == "mymaster" && many.password == "s3cret" && many.db == 3)
+
+    let trailing = try #require(SentinelAddress(url: "redis+sentinel://user:p@ss@h/m/"))
+    #expect(trailing.password == "p@ss" && trailing.db == 0 && trailing.sentinels == [HP(host: "h", port: 26379)])
+  }
+
+  @Test func refusesWhatIsNotSuchAURL() {
+    for bad in [
+      "", "redis://h:1", "redis+sentinel://", "redis+sentinel://h:1", "redis+sentinel://h:1/", "redis+sentinel:///m",
+      "redis+sentinel://h:0/m", "redis+sentinel://h:70000/m", "redis+sentinel://h:1,/m", "redis+sentinel://,h/m",
+      "redis+sentinel://h:1/m/x", "redis+sentinel://h:1/m/-1", "redis+sentinel://h:1/m/0/extra", "redis+sentinel://h:x/m",
+      "redis+sentinel://h/m n",
+    ] {
+      #expect(SentinelAddress(url: bad) == nil, "\(bad)")
+    }
+  }
+
+  @Test func targetPicksTheScheme() {
+    #expect(RedisTarget(url: "redis://h:1") == .direct(RedisAddress(host: "h", port: 1, password: nil, db: 0)))
+    guard case .sentinel(let s)? = RedisTarget(url: "redis+sentinel://:pw@h:2/m/1") else {
+      Issue.record("not a sentinel target")
+      return
+    }
+    #expect(s.primary(host: "10.0.0.9", port: 6380) == RedisAddress(host: "10.0.0.9", port: 6380, password: "pw", db: 1))
+    #expect(s.sentinel(0) == RedisAddress(host: "h", port: 2, password: nil, db: 0))
+    #expect(RedisTarget(url: "rediss://h:1") == nil)
+    #expect(RedisTarget(url: "redis+sentinel://:pw@h:2/m/1")?.description == "sentinel h:2/m")
+  }
+
+  @Test func readsTheSentinelsReplies() {
+    #expect(SentinelAddress.primaryAddress(fromReply: ["10.0.0.2", "6380"]) == HP(host: "10.0.0.2", port: 6380))
+    for bad: [String?] in [[], [nil, nil], ["h"], ["h", "0"], ["h", "65536"], ["", "1"], ["h", "x"], ["h", "1", "2"]] {
+      #expect(SentinelAddress.primaryAddress(fromReply: bad) == nil, "\(bad)")
+    }
+    let s = SentinelAddress(url: "redis+sentinel://h/relay")!
+    #expect(s.switchedPrimary(message: "relay 10.0.0.1 6379 10.0.0.2 6380") == HP(host: "10.0.0.2", port: 6380))
+    #expect(s.switchedPrimary(message: "other 10.0.0.1 6379 10.0.0.2 6380") == nil)
+    #expect(s.switchedPrimary(message: "relay 10.0.0.1 6379 10.0.0.2") == nil)
+    #expect(s.switchedPrimary(message: "relay 10.0.0.1 6379 10.0.0.2 http") == nil)
+  }
+
+  @Test func logHistoryComparesStreamIds() {
+    // The entry this node applied last is still there.
+    #expect(LogHistory.check(lastApplied: "5-1", found: "5-1", first: "1-0") == .intact)
+    // Gone, while the log starts before it: the tail was lost (a failover).
+    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "1-0") == .behind)
+    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "5-0") == .behind)
+    // Gone because the log now starts after it: trimmed behind a snapshot.
+    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "5-2") == .intact)
+    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "10-0") == .intact)
+    // Numeric, not textual, order; an empty log or a malformed id cannot vouch for it.
+    #expect(LogHistory.check(lastApplied: "9-0", found: nil, first: "10-0") == .intact)
+    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: nil) == .behind)
+    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "x") == .behind)
+    #expect(LogHistory.streamKey("18446744073709551615-3") != nil)
+    #expect(LogHistory.streamKey("1-2-3") == nil && LogHistory.streamKey("-1") == nil)
+  }
+
+  @Test func minReplicasIsASharedFlagOnlyWhenSet() {
+    var config = ServerConfig(core: CoreConfig(devMode: true, serverVersion: "test"))
+    config.cluster = ClusterConfig(redis: RedisAddress(host: "h", port: 1, password: nil, db: 0), nodeId: "a")
+    let without = config.sharedFlags { $0 }
+    #expect(!without.contains("redis-min-replicas"))
+    config.cluster?.minReplicas = 1
+    #expect(config.sharedFlags { $0 } == without + "\nredis-min-replicas=1")
+  }
+}
