@@ -376,6 +376,23 @@ class RedisHA:
             return False
         return bool(info) and b"state=online" in info[0]
 
+    @staticmethod
+    def replica_caught_up(primary: Redis, replica: Redis) -> bool:
+        """The replica has processed everything the primary wrote (its replication
+        offset reached the primary's); a replica answers INFO only after the turn that
+        applied those writes, its AOF flush included."""
+        def offset(server: Redis, field: bytes) -> int | None:
+            try:
+                info = server.pipeline([[b"INFO", b"replication"]])
+            except OSError:
+                return None
+            for line in info[0].split(b"\r\n") if info else []:
+                if line.startswith(field + b":"):
+                    return int(line.split(b":", 1)[1])
+            return None
+        want, got = offset(primary, b"master_repl_offset"), offset(replica, b"master_repl_offset")
+        return want is not None and got is not None and got >= want
+
     def restart_as_replica(self, server: Redis, of: Redis) -> None:
         """A killed server back on its port as a replica of `of` (what an operator's
         supervisor does with the old primary once the sentinels promoted another)."""

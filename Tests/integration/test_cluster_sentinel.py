@@ -236,12 +236,12 @@ async def test_failover_to_a_replica_behind_resets_the_generation(redis_ha, ha_n
     nodes = ha_nodes(*CLIENT_FLAGS, "--redis-min-replicas", "0")
     alice, bob = await _dev(nodes[0], "alice"), await _dev(nodes[2], "bob")
     assert (await _send(alice, "m1", "replicated"))["type"] == "ok"
-    time.sleep(0.5)  # let the replica write it (AOF, fsync always): no event to await in Redis
+    primary = redis_ha.primary()
+    _wait(lambda: RedisHA.replica_caught_up(primary, replica), 10, "the replica holding the record")
     replica.kill()
     for i in range(3):
         assert (await _send(alice, f"m{i + 2}", f"on the primary only {i}"))["type"] == "ok"
     assert len(await _messages(bob, 0.5)) == 4
-    primary = redis_ha.primary()
     primary.kill()
     replica.start()  # its AOF: the log without the last records; still a replica of the dead primary
     _wait(lambda: redis_ha.named_by_all(replica.port), 30, "the sentinels promoting the stale replica")
