@@ -87,7 +87,7 @@ let package = Package(
     .executableTarget(
       name: "relay-bots",
       dependencies: [
-        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol",
+        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayClientCore",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Histogram", package: "hdrhistogram-swift"),
       ],
