@@ -88,9 +88,8 @@ final class Bot {
   // SessionView's methods touch only the view and the checker.
   @exclusivity(unchecked) var view: SessionView
   let ledger: MessageLedger
-  /// UTF-8 of uid and session, compared against scanned bytes on the hot path.
+  /// UTF-8 of the uid, compared against matched bytes on the hot path.
   let uidBytes: [UInt8]
-  let sessionBytes: [UInt8]
   let messageLayout: MessageLayout
   /// Commands awaiting their reply, by the request id given to the machine.
   var pending: [UInt64: Pending] = [:]
@@ -136,7 +135,6 @@ final class Bot {
     view = SessionView(session: session)
     ledger = ctx.ledger(for: session)
     uidBytes = Array(uid.utf8)
-    sessionBytes = Array(session.utf8)
     messageLayout = wire == .relay ? .relay(session: session) : .broadcast()
     urlIndex = index % ctx.options.urls.count
     // Jitter seeded from the run's seed (reproducible), apart per bot, without
