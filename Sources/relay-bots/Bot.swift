@@ -72,8 +72,6 @@ final class Bot {
 
   @exclusivity(unchecked) var phase = Phase.offline
   var conn: BotConnection?
-  /// The relay protocol's client side (unused by the broadcast wire).
-  var machine: ClientMachine
   /// Set while a reconnect carries `resume`; `expectResumed` when within grace.
   @exclusivity(unchecked) var resuming = false
   var expectResumed = false
@@ -118,6 +116,10 @@ final class Bot {
   var placedCalls: [String] = []
   /// Which of `--url` this bot uses now (round-robin start, next on reconnect).
   var urlIndex: Int
+  /// The relay protocol's client side (unused by the broadcast wire). Last of
+  /// the stored properties: a large value, kept after the fields every delivery
+  /// reads so that those stay on the same few cache lines.
+  var machine: ClientMachine
 
   init(index: Int, uid: String, isHost: Bool, session: String, ctx: RunContext, engine: Engine) {
     self.index = index
