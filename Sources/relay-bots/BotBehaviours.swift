@@ -48,15 +48,40 @@ extension Bot {
   /// `data` carries the send instant (`t`, hrtime ns) and a run-unique
   /// counter (`n`), padded with `p` up to the scenario's payload size.
   private func payload() -> JSONValue {
-    let t = String(Loop.hrtimeNs())
-    let n = String(ctx.nextMessageNumber())
-    var members: [(key: String, value: JSONValue)] = [
-      ("t", .number(JSONNumber(Int64(t)!))), ("n", .number(JSONNumber(Int64(n)!))),
-    ]
-    // `{"t":` + t + `,"n":` + n + `}` is 11 bytes beside the digits; `,"p":""` 7 more.
-    let pad = ctx.scenario.payloadBytes - (11 + t.utf8.count + n.utf8.count) - 7
-    if pad > 0 { members.append(("p", .string(String(repeating: "x", count: pad)))) }
+    let (t, n, pad) = payloadFields()
+    var members: [(key: String, value: JSONValue)] = [("t", .number(JSONNumber(t))), ("n", .number(JSONNumber(n)))]
+    if let pad { members.append(("p", .string(pad))) }
     return .object(JSONObject(members))
+  }
+
+  /// The same `data` written straight into a broadcast frame: the broadcast
+  /// wire has no client machine, and building a value per send was a visible
+  /// share of the bots' core in the client-bound fan-out rows.
+  private func writePayload(_ w: inout JSONWriter) {
+    let (t, n, pad) = payloadFields()
+    w.beginObject()
+    w.field("t", t)
+    w.field("n", n)
+    if let pad { w.field("p", pad) }
+    w.endObject()
+  }
+
+  private func payloadFields() -> (t: Int64, n: Int64, pad: String?) {
+    let t = Int64(truncatingIfNeeded: Loop.hrtimeNs())
+    let n = Int64(truncatingIfNeeded: ctx.nextMessageNumber())
+    // `{"t":` + t + `,"n":` + n + `}` is 11 bytes beside the digits; `,"p":""` 7 more.
+    let pad = ctx.scenario.payloadBytes - (11 + Self.digitCount(t) + Self.digitCount(n)) - 7
+    return (t, n, pad > 0 ? String(repeating: "x", count: pad) : nil)
+  }
+
+  private static func digitCount(_ v: Int64) -> Int {
+    var count = 1
+    var rest = v / 10
+    while rest > 0 {
+      count += 1
+      rest /= 10
+    }
+    return count
   }
 
   /// §7a rate limit (20 per 1 000 ms by default); fixed-rate scenarios spread
@@ -77,7 +102,7 @@ extension Bot {
       w.beginObject()
       w.field("from", uid)
       w.key("data")
-      w.value(payload())
+      writePayload(&w)
       w.endObject()
       ctx.broadcastExpected += engine.readyMembers(of: session)
       sendText(w.bytes)
@@ -169,6 +194,8 @@ extension Bot {
   /// a silent old connection stays open until the new one is welcomed (the
   /// relay replaces it, close 4509).
   func resumeNow() {
+    // Closed at the end of the run (or lost) while the resume was pending.
+    guard phase != .done else { return }
     if let old = conn {
       old.detach()
       previousConn = old
