@@ -55,8 +55,8 @@ extension Bot {
   }
 
   /// The same `data` written straight into a broadcast frame: the broadcast
-  /// wire has no client machine, and building a value per send was a visible
-  /// share of the bots' core in the client-bound fan-out rows.
+  /// wire has no client machine to hand a value to, and its fan-out rows are
+  /// bound by the bots' core (Benchmarks/results/bots-client-machine.md).
   private func writePayload(_ w: inout JSONWriter) {
     let (t, n, pad) = payloadFields()
     w.beginObject()

@@ -2,10 +2,9 @@
 // million times a second (and a broadcast peer's echo of a bot's frame),
 // matched in place in the codec's borrowed payload, with no allocation and no
 // JSON value. Everything else goes through RelayProtocol's parser and
-// RelayClientCore's machine (Bot.swift). Why this one stays: the fan-out row of
-// `make bench` (Benchmarks/results/bots-client-machine.md) is bound by the
-// bots' core, and the full parse of each delivery costs several times the
-// relay's own work per delivery.
+// RelayClientCore's machine (Bot.swift). Why this one stays: without it the
+// bots' core, not the relay, sets `make bench`'s fan-out figure
+// (Benchmarks/results/bots-client-machine.md, "The one fast path").
 
 #if canImport(Glibc)
   import Glibc
