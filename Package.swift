@@ -93,7 +93,7 @@ let package = Package(
     .executableTarget(
       name: "relay-bots",
       dependencies: [
-        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayPrimitives",
+        "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayPrimitives", "RelayClientCore",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Histogram", package: "hdrhistogram-swift"),
       ],

@@ -6,10 +6,16 @@ import RelayProtocol
 extension ClientMachine {
   /// One text message from the relay. Unknown types and fields are ignored (§2).
   public mutating func received(text: [UInt8], nowMs: Int64) -> [ClientEffect] {
+    guard let message = try? JSONParser.parse(text).objectValue else {
+      lastInboundMs = nowMs
+      return flush()
+    }
+    return receivedParsed(message, nowMs: nowMs)
+  }
+
+  mutating func receivedParsed(_ message: JSONObject, nowMs: Int64) -> [ClientEffect] {
     lastInboundMs = nowMs
-    guard transportActive, let message = try? JSONParser.parse(text).objectValue,
-      let type = message.str("type")
-    else { return flush() }
+    guard transportActive, let type = message.str("type") else { return flush() }
     switch type {
     case "welcome": welcome(message, nowMs: nowMs)
     case "ok": ok(message)

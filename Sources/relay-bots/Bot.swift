@@ -1,8 +1,15 @@
 // One simulated client: its identity, connection lifecycle (connect, hello,
-// join, resume) and what it does with each message it receives. Behaviours
-// (BotBehaviours.swift) and calls (BotCalls.swift) extend it.
+// join, resume) and what it does with each message it receives. The protocol
+// itself is RelayClientCore's `ClientMachine`, the one apps use: hello and
+// resume (§3, §8), command encoding and reply matching (§2), the reconnect
+// decision on a close code and its backoff (§2). The bot carries out the
+// machine's effects over its own connection (BotConnection.swift) and checks
+// every message it receives before any client logic sees it (Checks.swift).
+// Behaviours (BotBehaviours.swift), replies and lifecycle events
+// (BotProtocol.swift) and calls (BotCalls.swift) extend it.
 
 import EventLoop
+import RelayClientCore
 import RelayProtocol
 import RelayWebSocket
 import RelayPrimitives
@@ -19,20 +26,17 @@ final class Bot {
 
   /// What an `id`-carrying command was, to interpret its reply.
   enum CommandKind {
-    case hello, join, leave, hand, hostLower, message, background, ping
+    case join, leave, hand, hostLower, message
     case callInitiate(callees: [String]), callAccept(String), callReject(String, reason: String)
     case callCancel(String), callEnd(String)
 
     var name: String {
       switch self {
-      case .hello: "hello"
       case .join: "session.join"
       case .leave: "session.leave"
       case .hand: "hand.raise/lower"
       case .hostLower: "hand.lower(host)"
       case .message: "message.send"
-      case .background: "client.background"
-      case .ping: "ping"
       case .callInitiate: "call.initiate"
       case .callAccept: "call.accept"
       case .callReject: "call.reject"
@@ -69,7 +73,6 @@ final class Bot {
 
   @exclusivity(unchecked) var phase = Phase.offline
   var conn: BotConnection?
-  var resumeToken: String?
   /// Set while a reconnect carries `resume`; `expectResumed` when within grace.
   @exclusivity(unchecked) var resuming = false
   var expectResumed = false
@@ -84,12 +87,17 @@ final class Bot {
   // SessionView's methods touch only the view and the checker.
   @exclusivity(unchecked) var view: SessionView
   let ledger: MessageLedger
-  /// UTF-8 of uid and session, compared against scanned bytes on the hot path.
+  /// UTF-8 of the uid, compared against matched bytes on the hot path.
   let uidBytes: [UInt8]
-  let sessionBytes: [UInt8]
   let messageLayout: MessageLayout
-  var pending: [Int: Pending] = [:]
-  var nextCommandId = 0
+  /// Commands awaiting their reply, by the request id given to the machine.
+  var pending: [UInt64: Pending] = [:]
+  var nextRequestId: UInt64 = 0
+  /// When the latest hello went out (hrtime ns), to time its welcome.
+  var helloSentNs: UInt64 = 0
+  /// Replies (ok or error) the machine matched to a command, to tell an
+  /// `error` that answered nothing of ours.
+  var repliesMatched = 0
   var recentHandMs: [UInt64] = []
   var recentMessageMs: [UInt64] = []
   var recentCallMs: [UInt64] = []
@@ -109,8 +117,10 @@ final class Bot {
   var placedCalls: [String] = []
   /// Which of `--url` this bot uses now (round-robin start, next on reconnect).
   var urlIndex: Int
-  /// Reconnects after drops since the bot was last welcomed (bounded).
-  var dropRetries = 0
+  /// The relay protocol's client side (unused by the broadcast wire). Last of
+  /// the stored properties: a large value, kept after the fields every delivery
+  /// reads so that those stay on the same few cache lines.
+  var machine: ClientMachine
 
   init(index: Int, uid: String, isHost: Bool, session: String, ctx: RunContext, engine: Engine) {
     self.index = index
@@ -128,9 +138,23 @@ final class Bot {
     view = SessionView(session: session)
     ledger = ctx.ledger(for: session)
     uidBytes = Array(uid.utf8)
-    sessionBytes = Array(session.utf8)
     messageLayout = wire == .relay ? .relay(session: session) : .broadcast()
     urlIndex = index % ctx.options.urls.count
+    // Jitter seeded from the run's seed (reproducible), apart per bot, without
+    // drawing from the run's own random sequence.
+    machine = ClientMachine(
+      configuration: Self.configuration(uid: uid, name: name, isHost: isHost),
+      seed: ctx.options.seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index))
+  }
+
+  /// Dev identity up front; a token is minted for each hello instead (`opened`).
+  /// The backoff is the machine's full jitter, with the bots' own scale: 100 ms
+  /// doubling to 4 s, so `maxDropRetries` attempts span about 15 s on average.
+  private static func configuration(uid: String, name: String, isHost: Bool) -> ClientConfiguration {
+    var c = ClientConfiguration(auth: .dev(uid: uid, name: name, role: isHost ? "host" : "participant"))
+    c.backoffBaseMs = 100
+    c.backoffCapMs = 4_000
+    return c
   }
 
   deinit { messageLayout.deallocate() }
@@ -139,13 +163,43 @@ final class Bot {
 
   // MARK: connection lifecycle
 
-  /// Opens a new connection; with `resume`, the hello asks to resume (§8).
-  func connect(resume: Bool = false) {
+  /// Loop time as the machine takes it.
+  var machineNowMs: Int64 { Int64(ctx.nowMs) }
+
+  /// The first connection: the machine asks for a transport (relay), or the
+  /// bot opens one (broadcast).
+  func connect() {
+    if firstConnectNs == 0 { firstConnectNs = Loop.hrtimeNs() }
+    resuming = false
+    switch wire {
+    case .relay: perform(machine.connect(nowMs: machineNowMs))
+    case .broadcast: openConnection()
+    }
+  }
+
+  /// Carries out the machine's effects, in order.
+  func perform(_ effects: [ClientEffect]) {
+    for effect in effects {
+      switch effect {
+      case .openTransport: openConnection()
+      case .send(let bytes): sendText(bytes)
+      case .closeTransport(let code):
+        if let code {
+          conn?.close(code: code)
+        } else {
+          conn?.abandon()
+          conn = nil
+        }
+      case .reply(let requestID, let result): replied(requestID, result)
+      case .event: break  // the bot reads the relay's own messages (BotProtocol.swift)
+      }
+    }
+  }
+
+  private func openConnection() {
     let c = BotConnection(loop: ctx.loop, stats: ctx.stats, maxMessageBytes: ctx.options.maxMessageBytes)
     conn = c
-    if firstConnectNs == 0 { firstConnectNs = Loop.hrtimeNs() }
     phase = .connecting
-    resuming = resume
     c.onOpen = { [unowned self] in self.opened() }
     // Unretained: the bot outlives its connections' callbacks (`detach`,
     // `abandon` and the end of a connection all clear them), and taking a
@@ -155,7 +209,7 @@ final class Bot {
     c.onEnd = { [unowned self] end in self.ended(end) }
     c.stallMs = 2 * UInt64(ctx.heartbeatIntervalMs)
     let url = ctx.options.urls[urlIndex]
-    switch ctx.options.wire {
+    switch wire {
     case .relay: c.open(url: url, path: url.path, subprotocol: "relay.v1", source: index, tls: ctx.options.tls)
     case .broadcast: c.open(url: url, path: "/" + session, subprotocol: nil, source: index, tls: ctx.options.tls)
     }
@@ -167,108 +221,96 @@ final class Bot {
       phase = .ready
       ctx.stats.ready += 1
       engine.botBecameReady(self)
-    case .relay: sendHello()
+    case .relay:
+      // The fast path applies message events without the machine: give it the
+      // bot's position, so a resume asks for what follows it (§8).
+      if view.member { machine.sessionEventsApplied(session: session, through: Int64(view.lastSeq)) }
+      if case .token(let minter) = ctx.options.identity {
+        let now = Int(Loop.wallClockMs() / 1000)
+        machine.setAuth(.token(minter.token(uid: uid, name: name, role: isHost ? "host" : "participant", nowSeconds: now)))
+      }
+      helloSentNs = Loop.hrtimeNs()
+      perform(machine.transportOpened(nowMs: machineNowMs))
     }
   }
 
   private func ended(_ end: ConnectionEnd) {
     if phase == .ready { ctx.stats.ready -= 1 }
-    let expected = phase == .leaving || phase == .done
     let was = phase
     let quietSinceMs = conn?.quietSince(nowMs: ctx.nowMs) ?? ctx.nowMs
     conn = nil
     pending.removeAll()
     if phase == .leaving { phase = .done; engine.botClosed(self); return }
     phase = .offline
-    if !expected, wire == .relay, Self.meansReconnect(end.code), engine.acceptsReconnects {
-      reconnectAfterDrop(end, was: was, quietSinceMs: quietSinceMs)
-      return
+    guard was != .done else { return }
+    if wire == .relay {
+      // §2: the machine decides between reconnecting and stopping for good. A
+      // vanished bot already has its resume scheduled; that one takes over.
+      perform(machine.transportClosed(code: end.code, reason: end.reason, nowMs: machineNowMs))
+      if was == .silent { return }
+      if machine.connectionState != .closed, engine.acceptsReconnects {
+        reconnectAfterDrop(end, was: was, quietSinceMs: quietSinceMs)
+        return
+      }
     }
-    if !expected {
-      ctx.checker.fail(
-        .connection, "\(uid): connection ended (code \(end.code.map(String.init) ?? "none"), \(end.reason))")
-      view.closeInterval()
-      engine.botLost(self)
-    }
+    ctx.checker.fail(
+      .connection, "\(uid): connection ended (code \(end.code.map(String.init) ?? "none"), \(end.reason))")
+    view.closeInterval()
+    engine.botLost(self)
   }
 
-  /// End of run: a clean close handshake (close code 1000).
+  /// End of run: a clean close handshake (close code 1000, the machine's
+  /// `disconnect`).
   func closeCleanly() {
     if phase == .connecting || phase == .silent, let conn {
       // Not welcomed yet, or not reading (it would never see the reply):
       // nothing to hand over cleanly; drop it.
       conn.abandon()
       self.conn = nil
+      stopMachine()
       phase = .done
       engine.botClosed(self)
       return
     }
-    guard let conn, phase == .ready || phase == .silent else {
+    guard conn != nil, phase == .ready else {
+      stopMachine()
       if phase != .leaving { phase = .done; engine.botClosed(self) }
       return
     }
-    if phase == .ready { ctx.stats.ready -= 1 }
+    ctx.stats.ready -= 1
     phase = .leaving
-    conn.close(code: CloseCode.normal)
+    switch wire {
+    case .relay: perform(machine.disconnect(nowMs: machineNowMs))
+    case .broadcast: conn?.close(code: CloseCode.normal)
+    }
+  }
+
+  /// No more reconnects; with no connection left, nothing goes out.
+  private func stopMachine() {
+    guard wire == .relay else { return }
+    perform(machine.disconnect(nowMs: machineNowMs))
   }
 
   // MARK: sending
 
-  /// Sends a command, registering it for its reply when `kind` is given.
-  func send(_ build: (inout JsonWriter) -> Void, type: StaticString, kind: CommandKind?) {
-    guard let conn else { return }
-    var w = JsonWriter(capacity: 160)
-    w.raw("{\"type\":\"")
-    w.raw(type)
-    w.raw("\"")
-    if let kind {
-      nextCommandId += 1
-      w.raw(",\"id\":\"")
-      w.int(nextCommandId)
-      w.raw("\"")
-      pending[nextCommandId] = Pending(kind: kind, sentNs: Loop.hrtimeNs())
-    }
-    build(&w)
-    w.raw("}")
-    ctx.stats.commandsSent += 1
-    if ctx.options.traceUid == uid { log("-> \(uid): " + String(decoding: w.bytes, as: UTF8.self)) }
-    conn.sendText(w.bytes)
+  /// Issues a command through the machine, registered for its reply.
+  func send(_ command: ClientCommand, kind: CommandKind) {
+    guard conn != nil else { return }
+    nextRequestId += 1
+    pending[nextRequestId] = Pending(kind: kind, sentNs: Loop.hrtimeNs())
+    perform(machine.command(command, requestID: nextRequestId, nowMs: machineNowMs))
   }
 
-  private func sendHello() {
-    let resumeTo = resuming ? resumeToken : nil
-    send(
-      { w in
-        switch ctx.options.identity {
-        case .dev:
-          w.raw(",\"dev\":{\"uid\":")
-          w.string(uid)
-          w.raw(",\"name\":")
-          w.string(name)
-          w.raw(",\"role\":")
-          w.string(isHost ? "host" : "participant")
-          w.raw("}")
-        case .token(let minter):
-          let now = Int(Loop.wallClockMs() / 1000)
-          w.raw(",\"token\":")
-          w.string(minter.token(uid: uid, name: name, role: isHost ? "host" : "participant", nowSeconds: now))
-        }
-        if let resumeTo {
-          w.raw(",\"resume\":{\"token\":")
-          w.string(resumeTo)
-          w.raw(",\"sessions\":{")
-          if view.member {
-            w.string(session)
-            w.raw(":")
-            w.int(view.lastSeq)
-          }
-          w.raw("}}")
-        }
-      }, type: "hello", kind: .hello)
+  /// One text message out: a command the machine encoded, or a broadcast frame.
+  func sendText(_ bytes: [UInt8]) {
+    guard let conn else { return }
+    ctx.stats.commandsSent += 1
+    if traced { log("-> \(uid): " + String(decoding: bytes, as: UTF8.self)) }
+    conn.sendText(bytes)
   }
 
   func sendJoin() {
-    send({ w in w.raw(",\"session\":"); w.string(session) }, type: "session.join", kind: .join)
+    send(.joinSession(session), kind: .join)
   }
 
   // MARK: receiving
@@ -278,83 +320,68 @@ final class Bot {
     if traced { log("<- \(uid): " + String(decoding: bytes, as: UTF8.self)) }
     guard phase != .silent else { return }
     if let m = messageLayout.match(bytes) {
-      if fastPath(m, bytes, at: receivedNs) { return }
-    } else if let m = EventScan.scan(bytes) {
-      if m.kind == .message || (wire == .broadcast && m.kind == nil) { stats.messageLayoutMisses += 1 }
-      if fastPath(m, bytes, at: receivedNs) { return }
+      for _ in 0..<faultCopies() { delivered(m, bytes, at: receivedNs) }
+      return
     }
     let ev: JSONValue
-    do { ev = try JSONParser.parse(Array(bytes)) } catch {
+    do { ev = try JSONParser.parse(bytes) } catch {
       ctx.checker.fail(.connection, "\(uid): unparsable message: \(error)")
       return
     }
     switch wire {
-    case .broadcast: receivedBroadcast(ev)
+    case .broadcast:
+      stats.messageLayoutMisses += 1
+      for _ in 0..<faultCopies() { receivedBroadcast(ev) }
     case .relay: dispatch(ev)
     }
   }
 
-  /// Session events and broadcast frames without building a JSON value;
-  /// false hands the bytes to the full parser (replies, personal events,
-  /// anything for another session).
-  private func fastPath(_ m: EventScan, _ b: UnsafeRawBufferPointer, at receivedNs: UInt64) -> Bool {
-    if let fault, m.kind == .message || (wire == .broadcast && m.kind == nil) {
-      ctx.faultCounter += 1
-      if ctx.faultCounter % fault.every == 0 {
-        switch fault.kind {
-        case .dropMessage: return true
-        case .duplicateMessage: _ = checkedDelivery(m, b, at: receivedNs)
-        }
-      }
-    }
-    return checkedDelivery(m, b, at: receivedNs)
+  /// How many times to handle a message event: once, or under `--fault` none
+  /// (a lost delivery) or twice (a repeated one), before any check sees it.
+  private func faultCopies() -> Int {
+    guard let fault else { return 1 }
+    ctx.faultCounter += 1
+    guard ctx.faultCounter % fault.every == 0 else { return 1 }
+    return fault.kind == .dropMessage ? 0 : 2
   }
 
-  private func checkedDelivery(_ m: EventScan, _ b: UnsafeRawBufferPointer, at receivedNs: UInt64) -> Bool {
-    switch wire {
-    case .broadcast:
-      guard m.kind == nil, let from = m.from else { return false }
-      // Only a publisher acts on its own messages coming back.
-      countDelivery(sentNs: m.sentNs, fromMe: isPublisher && b.slice(from, equals: uidBytes), at: receivedNs)
-      return true
-    case .relay:
-      guard let kind = m.kind, kind != .other, let seq = m.seq, let s = m.session,
-        m.sessionChecked || b.slice(s, equals: sessionBytes)
-      else { return false }
-      guard view.advance(seq: seq, type: kind.rawValue, uid: uid, checker: checker) else { return true }
-      if kind == .message {
-        ledger.seqs.insert(seq)
-        view.messagesReceived += 1
-        let fromMe = isPublisher && (m.from.map { b.slice($0, equals: uidBytes) } ?? false)
-        countDelivery(sentNs: m.sentNs, fromMe: fromMe, at: receivedNs)
-        return true
-      }
-      let subject = m.uid.map { b.string($0) } ?? ""
-      view.apply(kind, subject: subject, raisedAt: m.raisedAt, me: uid, checker: checker)
-      if kind == .handRaised || kind == .handLowered { timeHandEvent(seq: seq, subject: subject) }
-      return true
+  /// A message event matched in place (MessageLayout.swift): checked, ledgered
+  /// and timed without building a JSON value.
+  private func delivered(_ m: MessageMatch, _ b: UnsafeRawBufferPointer, at receivedNs: UInt64) {
+    // Only a publisher acts on its own messages coming back.
+    let fromMe = isPublisher && b.slice(m.from, equals: uidBytes)
+    guard let seq = m.seq else {
+      countDelivery(sentNs: m.sentNs, fromMe: fromMe, at: receivedNs)
+      return
     }
+    guard view.advance(seq: seq, type: "message", uid: uid, checker: checker) else { return }
+    ledger.seqs.insert(seq)
+    view.messagesReceived += 1
+    countDelivery(sentNs: m.sentNs, fromMe: fromMe, at: receivedNs)
   }
 
+  /// Session events are the bot's to check (§2: every seq exactly once, in
+  /// order, even the ones a client would drop); personal events go to the
+  /// machine, then to the bot's checks.
   private func dispatch(_ ev: JSONValue) {
     guard let type = ev["type"]?.stringValue else {
       ctx.checker.fail(.connection, "\(uid): message without type")
       return
     }
-    if let seq = ev["seq"]?.int, ev["session"]?.stringValue != nil, isSessionEvent(type) {
-      guard ev["session"]?.stringValue == session else {
-        ctx.checker.fail(.seqContinuity, "\(uid): event for foreign session \(ev["session"]?.stringValue ?? "")")
-        return
-      }
-      if view.advance(seq: seq, type: type, uid: uid, checker: ctx.checker) {
-        let subject = ev["uid"]?.stringValue ?? ev["participant"]?["uid"]?.stringValue ?? ""
-        let kind = EventKind(rawValue: type) ?? .other
-        view.apply(kind, subject: subject, raisedAt: ev["raisedAt"]?.double ?? 0, me: uid, checker: ctx.checker)
-        sessionEvent(type: type, seq: seq, ev)
-      }
+    guard let seq = ev["seq"]?.int, let s = ev["session"]?.stringValue, isSessionEvent(type) else {
+      personalEvent(type: type, ev)
       return
     }
-    personalEvent(type: type, ev)
+    guard s == session else {
+      ctx.checker.fail(.seqContinuity, "\(uid): event for foreign session \(s)")
+      return
+    }
+    var copies = 1
+    if type == "message" {
+      stats.messageLayoutMisses += 1
+      copies = faultCopies()
+    }
+    for _ in 0..<copies { sessionEvent(type: type, seq: seq, ev) }
   }
 
   private func isSessionEvent(_ type: String) -> Bool {
@@ -362,21 +389,31 @@ final class Bot {
   }
 
   private func sessionEvent(type: String, seq: Int, _ ev: JSONValue) {
-    switch type {
-    case "message": receivedMessage(seq: seq, ev)
-    case "hand.raised", "hand.lowered": timeHandEvent(seq: seq, subject: ev["uid"]?.stringValue ?? "")
+    guard view.advance(seq: seq, type: type, uid: uid, checker: ctx.checker) else { return }
+    let subject = ev["uid"]?.stringValue ?? ev["participant"]?["uid"]?.stringValue ?? ""
+    let kind = EventKind(rawValue: type) ?? .other
+    view.apply(kind, subject: subject, raisedAt: ev["raisedAt"]?.double ?? 0, me: uid, checker: ctx.checker)
+    switch kind {
+    case .message: receivedMessage(seq: seq, ev)
+    case .handRaised, .handLowered: timeHandEvent(seq: seq, subject: subject)
     default: break
     }
   }
 
   private func personalEvent(type: String, _ ev: JSONValue) {
+    let matchedBefore = repliesMatched
+    if let message = ev.objectValue { perform(machine.received(message: message, nowMs: machineNowMs)) }
     switch type {
-    case "ok", "error": reply(type: type, ev)
+    case "error":
+      // The machine matched errors to commands (`replied`); any other answered
+      // nothing the bots sent with an id.
+      guard repliesMatched == matchedBefore else { return }
+      let code = ev["code"]?.stringValue ?? "?"
+      ctx.unexpectedError(code: code, command: "(no id)", uid: uid, message: ev["message"]?.stringValue ?? "")
     case "welcome": welcomed(ev)
     case "session.joined": joined(ev)
     case "session.resumed": resumedSession(ev)
     case "session.left": leftSession(ev)
-    case "pong": if let re = ev["re"]?.stringValue, let id = Int(re) { pending.removeValue(forKey: id) }
     case "session.idle_warning", "session.timed_out": ctx.checker.note("a session idled (\(type))")
     default:
       if type.hasPrefix("call.") { callEvent(type: type, ev) }

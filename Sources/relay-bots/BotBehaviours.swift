@@ -3,7 +3,9 @@
 // background) followed by a resume.
 
 import EventLoop
+import RelayClientCore
 import RelayPrimitives
+import RelayProtocol
 
 extension Bot {
   // MARK: hands (§7)
@@ -22,7 +24,7 @@ extension Bot {
     ctx.stats.handCommands += 1
     ctx.handSentNs[session + "|" + uid] = Loop.hrtimeNs()
     let up = view.hands.contains(uid)
-    send({ w in w.raw(",\"session\":"); w.string(session) }, type: up ? "hand.lower" : "hand.raise", kind: .hand)
+    send(up ? .lowerHand(session: session, uid: nil) : .raiseHand(session: session), kind: .hand)
     return true
   }
 
@@ -34,17 +36,11 @@ extension Bot {
     recentHandMs.append(now)
     ctx.stats.handCommands += 1
     if view.hands.count > 5 {
-      send({ w in w.raw(",\"session\":"); w.string(session) }, type: "hand.lower_all", kind: .hostLower)
+      send(.lowerAllHands(session: session), kind: .hostLower)
       return true
     }
     ctx.handSentNs[session + "|" + first] = Loop.hrtimeNs()
-    send(
-      { w in
-        w.raw(",\"session\":")
-        w.string(session)
-        w.raw(",\"uid\":")
-        w.string(first)
-      }, type: "hand.lower", kind: .hostLower)
+    send(.lowerHand(session: session, uid: first), kind: .hostLower)
     return true
   }
 
@@ -52,19 +48,41 @@ extension Bot {
 
   /// `data` carries the send instant (`t`, hrtime ns) and a run-unique
   /// counter (`n`), padded with `p` up to the scenario's payload size.
-  private func payload(_ w: inout JsonWriter) {
-    let start = w.bytes.count
-    w.raw("{\"t\":")
-    w.uint(Loop.hrtimeNs())
-    w.raw(",\"n\":")
-    w.uint(ctx.nextMessageNumber())
-    let pad = ctx.scenario.payloadBytes - (w.bytes.count - start) - 8
-    if pad > 0 {
-      w.raw(",\"p\":\"")
-      w.bytes.append(contentsOf: repeatElement(UInt8(ascii: "x"), count: pad))
-      w.raw("\"")
+  private func payload() -> JSONValue {
+    let (t, n, pad) = payloadFields()
+    var members: [(key: String, value: JSONValue)] = [("t", .number(JSONNumber(t))), ("n", .number(JSONNumber(n)))]
+    if let pad { members.append(("p", .string(pad))) }
+    return .object(JSONObject(members))
+  }
+
+  /// The same `data` written straight into a broadcast frame: the broadcast
+  /// wire has no client machine to hand a value to, and its fan-out rows are
+  /// bound by the bots' core (Benchmarks/results/bots-client-machine.md).
+  private func writePayload(_ w: inout JSONWriter) {
+    let (t, n, pad) = payloadFields()
+    w.beginObject()
+    w.field("t", t)
+    w.field("n", n)
+    if let pad { w.field("p", pad) }
+    w.endObject()
+  }
+
+  private func payloadFields() -> (t: Int64, n: Int64, pad: String?) {
+    let t = Int64(truncatingIfNeeded: Loop.hrtimeNs())
+    let n = Int64(truncatingIfNeeded: ctx.nextMessageNumber())
+    // `{"t":` + t + `,"n":` + n + `}` is 11 bytes beside the digits; `,"p":""` 7 more.
+    let pad = ctx.scenario.payloadBytes - (11 + Self.digitCount(t) + Self.digitCount(n)) - 7
+    return (t, n, pad > 0 ? String(repeating: "x", count: pad) : nil)
+  }
+
+  private static func digitCount(_ v: Int64) -> Int {
+    var count = 1
+    var rest = v / 10
+    while rest > 0 {
+      count += 1
+      rest /= 10
     }
-    w.raw("}")
+    return count
   }
 
   /// §7a rate limit (20 per 1 000 ms by default); fixed-rate scenarios spread
@@ -79,23 +97,16 @@ extension Bot {
     ctx.stats.messagesSent += 1
     switch ctx.options.wire {
     case .relay:
-      send(
-        { w in
-          w.raw(",\"session\":")
-          w.string(session)
-          w.raw(",\"data\":")
-          payload(&w)
-        }, type: "message.send", kind: .message)
+      send(.sendMessage(session: session, data: payload()), kind: .message)
     case .broadcast:
-      var w = JsonWriter(capacity: 96)
-      w.raw("{\"from\":")
-      w.string(uid)
-      w.raw(",\"data\":")
-      payload(&w)
-      w.raw("}")
+      var w = JSONWriter(capacity: 96)
+      w.beginObject()
+      w.field("from", uid)
+      w.key("data")
+      writePayload(&w)
+      w.endObject()
       ctx.broadcastExpected += engine.readyMembers(of: session)
-      ctx.stats.commandsSent += 1
-      conn?.sendText(w.bytes)
+      sendText(w.bytes)
     }
     return true
   }
@@ -108,8 +119,10 @@ extension Bot {
     _ = sendMessage(respectRateLimit: false)
   }
 
+  /// `client.background` (§5), through the machine (which re-sends it after a
+  /// reconnect while it is on).
   func sendBackground(_ on: Bool) {
-    send({ w in w.raw(on ? ",\"background\":true" : ",\"background\":false") }, type: "client.background", kind: .background)
+    perform(machine.setBackground(on, nowMs: machineNowMs))
   }
 
   // MARK: churn (§6)
@@ -117,7 +130,7 @@ extension Bot {
   func leaveForAWhile(afterMs: Int) -> Bool {
     leftOnPurpose = true
     busy = true
-    send({ w in w.raw(",\"session\":"); w.string(session) }, type: "session.leave", kind: .leave)
+    send(.leaveSession(session), kind: .leave)
     engine.schedule(afterMs: afterMs) { [unowned self] in
       self.leftOnPurpose = false
       self.busy = false
@@ -135,6 +148,7 @@ extension Bot {
     conn?.goSilent()
     phase = .silent
     ctx.stats.ready -= 1
+    transportGone("vanished")
     scheduleResume(after: b)
     return true
   }
@@ -147,6 +161,7 @@ extension Bot {
     pending.removeAll()
     phase = .offline
     ctx.stats.ready -= 1
+    transportGone("dropped")
     scheduleResume(after: b)
     return true
   }
@@ -156,6 +171,13 @@ extension Bot {
     background = true
     sendBackground(true)
     return vanish(after: b)
+  }
+
+  /// The bot let its connection go on purpose: to the machine the transport
+  /// ended without a close frame, so it holds its state for the resume (§8).
+  /// The bot times that resume itself (`scheduleResume`), not the machine.
+  private func transportGone(_ why: String) {
+    perform(machine.transportClosed(code: nil, reason: why, nowMs: machineNowMs))
   }
 
   private func scheduleResume(after b: Behaviour) {
@@ -173,43 +195,46 @@ extension Bot {
   /// a silent old connection stays open until the new one is welcomed (the
   /// relay replaces it, close 4509).
   func resumeNow() {
+    // Closed at the end of the run (or lost) while the resume was pending.
+    guard phase != .done else { return }
     if let old = conn {
       old.detach()
       previousConn = old
+      conn = nil
     }
     busy = false
     // Commands sent on the old connection will never be answered.
     pending.removeAll()
     urlIndex = (urlIndex + 1) % ctx.options.urls.count
+    // Back in the foreground: said after the welcome (`welcomed`), not re-sent
+    // by the machine as still on.
+    if background { perform(machine.setBackground(false, nowMs: machineNowMs)) }
     // No token yet (dropped before the first welcome): a plain hello.
-    connect(resume: resumeToken != nil)
+    resuming = machine.currentResumeToken != nil
+    perform(machine.reconnectNow(nowMs: machineNowMs))
+    if conn == nil {
+      checker.fail(.connection, "\(uid): no reconnect attempt (client \(machine.connectionState.rawValue))")
+      view.closeInterval()
+      engine.botLost(self)
+    }
   }
 
   // MARK: drops the relay caused (§2 close codes, §12)
 
-  /// Close codes that mean "reconnect, with resume" (§2): 1001 going away (a
-  /// drained node), 1011 internal error, 1012 (§12: a node that rejoins the
-  /// cluster, or a Redis that lost its data), 4000–4499; nil is a TCP end
-  /// without a close handshake (1006: a killed node) or a refused connect or
-  /// upgrade (a dead or draining node), which the next URL may serve.
-  static func meansReconnect(_ code: UInt16?) -> Bool {
-    guard let code else { return true }
-    return code == 1001 || code == 1011 || code == 1012 || (4000..<4500).contains(code)
-  }
-
-  /// Consecutive reconnects without a welcome before the bot gives up: with
-  /// the backoff below, about 15 s, several times round any URL list.
+  /// Consecutive attempts without a welcome before the bot gives up: with the
+  /// machine's backoff at the bots' scale (Bot.swift), about 15 s on average,
+  /// several times round any URL list.
   static let maxDropRetries = 12
 
-  /// The relay dropped this bot (or refused it): back on the next URL after a
-  /// short, growing backoff, resuming when it holds a token (§8).
+  /// The relay dropped this bot (or refused it) and the machine chose to
+  /// reconnect (§2 close codes: 1001 a drained node, 1011, 1012 a node that
+  /// rejoins or a Redis that lost its data (§12), 4000–4499, or TCP ending
+  /// without a close handshake): back on the next URL when the machine's
+  /// backoff says, resuming when it holds a token (§8).
   func reconnectAfterDrop(_ end: ConnectionEnd, was: Phase, quietSinceMs: UInt64) {
-    // A vanished bot already has its resume scheduled; that one takes over.
-    guard was != .silent else { return }
     let why = "code \(end.code.map(String.init) ?? "none"), \(end.reason)"
-    dropRetries += 1
-    guard dropRetries <= Self.maxDropRetries else {
-      checker.fail(.connection, "\(uid): gave up after \(dropRetries - 1) reconnects (last: \(why))")
+    guard machine.attempt <= Self.maxDropRetries else {
+      checker.fail(.connection, "\(uid): gave up after \(machine.attempt - 1) reconnects (last: \(why))")
       view.closeInterval()
       engine.botLost(self)
       return
@@ -227,8 +252,8 @@ extension Bot {
     }
     // (Dropped while connecting: a retry of that connect keeps its expectation.)
     busy = true
-    let delay = min(2_000, 100 << min(dropRetries - 1, 5)) + ctx.random.below(100)
-    engine.schedule(afterMs: delay) { [unowned self] in
+    let delay = max(0, (machine.reconnectAtMs ?? machineNowMs) - machineNowMs)
+    engine.schedule(afterMs: Int(delay)) { [unowned self] in
       guard self.phase == .offline else { return }
       self.resumeNow()
     }

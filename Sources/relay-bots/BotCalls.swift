@@ -1,6 +1,7 @@
 // Ringing (PROTOCOL.md §9): a bot places calls to members of its session and
 // answers incoming ones according to the scenario's answer mix. Every
 // terminal outcome goes to the call ledger, which checks "exactly one".
+import RelayClientCore
 import RelayProtocol
 import RelayPrimitives
 
@@ -17,15 +18,7 @@ extension Bot {
     let callees = engine.randomPeers(of: self, count: b.callees)
     guard !callees.isEmpty else { return false }
     ctx.stats.callsStarted += 1
-    send(
-      { w in
-        w.raw(",\"to\":[")
-        for (k, c) in callees.enumerated() {
-          if k > 0 { w.raw(",") }
-          w.string(c)
-        }
-        w.raw("],\"callType\":\"audio\"")
-      }, type: "call.initiate", kind: .callInitiate(callees: callees))
+    send(.initiateCall(to: callees, callType: .audio, metadata: nil), kind: .callInitiate(callees: callees))
     return true
   }
 
@@ -36,8 +29,7 @@ extension Bot {
     guard ctx.random.unit() < cancelShare else { return }
     engine.schedule(afterMs: 100 + ctx.random.below(400)) { [unowned self] in
       guard self.phase == .ready else { return }
-      self.send(
-        { w in w.raw(",\"callId\":"); w.string(callId) }, type: "call.cancel", kind: .callCancel(callId))
+      self.send(.cancelCall(callId), kind: .callCancel(callId))
     }
   }
 
@@ -89,16 +81,10 @@ extension Bot {
   private func sendAnswer(_ choice: String, _ callId: String) {
     switch choice {
     case "accept":
-      send({ w in w.raw(",\"callId\":"); w.string(callId) }, type: "call.accept", kind: .callAccept(callId))
+      send(.acceptCall(callId), kind: .callAccept(callId))
     case "reject", "busy":
       let reason = choice == "busy" ? "busy" : "declined"
-      send(
-        { w in
-          w.raw(",\"callId\":")
-          w.string(callId)
-          w.raw(",\"reason\":")
-          w.string(reason)
-        }, type: "call.reject", kind: .callReject(callId, reason: reason))
+      send(.rejectCall(callId, reason: reason), kind: .callReject(callId, reason: reason))
     default: break
     }
   }
@@ -107,7 +93,7 @@ extension Bot {
     let talkMs = ctx.scenario.behaviours.first(where: { $0.kind == .ring })?.talkMs ?? 1_000
     engine.schedule(afterMs: talkMs) { [unowned self] in
       guard self.phase == .ready else { return }
-      self.send({ w in w.raw(",\"callId\":"); w.string(callId) }, type: "call.end", kind: .callEnd(callId))
+      self.send(.endCall(callId), kind: .callEnd(callId))
     }
   }
 }

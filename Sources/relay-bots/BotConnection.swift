@@ -20,7 +20,10 @@ final class BotConnection {
   private let stats: Stats
   private var tcp: TCPConnection?
   private var ws: WebSocketConnection
-  private var handshake: ClientHandshake?
+  /// The opening handshake in progress (RFC 6455 §4.1, RelayWebSocket's
+  /// `WebSocketClientHandshake`): our key, the offered subprotocols and the
+  /// response bytes until its head is complete.
+  private var handshake: (key: String, offered: [String], received: [UInt8])?
   /// `wss://`: the TLS layer under the WebSocket codec (its socket's sealer).
   private var tls: TLSConnection?
   private var ended = false
@@ -68,8 +71,10 @@ final class BotConnection {
 
   func open(url: WebSocketURL, path: String, subprotocol: String?, source index: Int, tls context: TLSContext? = nil) {
     if url.secure, let context { tls = TLSConnection(context: context, serverName: url.serverName, isServer: false) }
-    let hs = ClientHandshake(host: url.host, port: url.port, path: path, subprotocol: subprotocol)
-    handshake = hs
+    let offered = subprotocol.map { [$0] } ?? []
+    let (request, key) = WebSocketClientHandshake.request(
+      host: "\(url.host):\(url.port)", target: path, key: Crypto.randomBytes(16), subprotocols: offered)
+    handshake = (key, offered, [])
     stats.connectsStarted += 1
     TCPConnector.connect(loop: loop, host: url.host, port: url.port, source: url.source(forBot: index)) {
       [weak self] result in
@@ -78,7 +83,7 @@ final class BotConnection {
         return
       }
       switch result {
-      case .success(let c): self.attach(c, request: hs.request)
+      case .success(let c): self.attach(c, request: request)
       case .failure(let e):
         self.stats.connectFailures += 1
         self.finish(ConnectionEnd(code: nil, reason: "connect failed: \(e)", initiatedByPeer: true))
@@ -125,13 +130,17 @@ final class BotConnection {
     lastReadMs = now
     guard !ended else { return }
     guard handshake != nil else { feed(bytes); return }
-    switch handshake!.receive(bytes) {
+    handshake!.received.append(contentsOf: bytes)
+    let hs = handshake!
+    switch WebSocketClientHandshake.evaluateResponse(
+      hs.received, key: hs.key, offeredSubprotocols: hs.offered, sha1: { Crypto.sha1($0) })
+    {
     case .needMore: return
-    case .failed(let why):
+    case .refused(let status, let why):
       stats.connectFailures += 1
-      finish(ConnectionEnd(code: nil, reason: why, initiatedByPeer: true))
+      finish(ConnectionEnd(code: nil, reason: "upgrade refused (\(status)): \(why)", initiatedByPeer: true))
       tcp?.close()
-    case .upgraded(let rest):
+    case .accepted(_, let rest):
       handshake = nil
       upgraded = true
       stats.connected += 1

@@ -2,28 +2,36 @@
 // (PROTOCOL.md §2, §4, §6, §8), and to messages of either protocol.
 
 import EventLoop
+import RelayClientCore
 import RelayProtocol
 
 extension Bot {
   // MARK: replies
 
-  func reply(type: String, _ ev: JSONValue) {
-    guard let re = ev["re"]?.stringValue, let id = Int(re), let p = pending.removeValue(forKey: id) else {
-      if type == "error" {
-        let code = ev["code"]?.stringValue ?? "?"
-        ctx.unexpectedError(code: code, command: "(no id)", uid: uid, message: ev["message"]?.stringValue ?? "")
-      }
-      return
+  /// The machine matched a reply to a command (§2), or failed the command
+  /// because its connection went first.
+  func replied(_ requestID: UInt64, _ result: CommandReply) {
+    let code: String
+    let message: String
+    switch result {
+    case .success: (code, message) = ("", "")
+    case .failure(.server(let c, let m)): (code, message) = (c.rawValue, m)
+    case .failure: pending.removeValue(forKey: requestID); return  // never answered: not a reply
     }
+    repliesMatched += 1
+    guard let p = pending.removeValue(forKey: requestID) else { return }
     ctx.stats.reply.record(ns: Loop.hrtimeNs() &- p.sentNs)
-    if type == "ok" { succeeded(p.kind, ev) } else { failed(p.kind, code: ev["code"]?.stringValue ?? "?", ev) }
+    switch result {
+    case .success(let ok): succeeded(p.kind, ok)
+    case .failure: failed(p.kind, code: code, message: message)
+    }
   }
 
-  private func succeeded(_ kind: CommandKind, _ ev: JSONValue) {
+  private func succeeded(_ kind: CommandKind, _ ok: JSONObject) {
     switch kind {
     case .message: ctx.stats.messagesAcked += 1
     case .callInitiate(let callees):
-      guard let callId = ev["callId"]?.stringValue else { return }
+      guard let callId = ok["callId"]?.stringValue else { return }
       ctx.calls.started(callId: callId, caller: uid, callees: callees)
       callPlaced(callId)
     case .callCancel(let callId): ctx.calls.cancelledByCaller(callId: callId)
@@ -34,12 +42,11 @@ extension Bot {
     }
   }
 
-  private func failed(_ kind: CommandKind, code: String, _ ev: JSONValue) {
+  private func failed(_ kind: CommandKind, code: String, message: String) {
     switch kind {
     case .callInitiate, .callAccept, .callReject, .callCancel, .callEnd:
       // Ringing not built: `unknown_type` per §2, or the relay's interim
       // `internal` "not available" answer. Skip calls, do not fail the run.
-      let message = ev["message"]?.stringValue ?? ""
       if code == "unknown_type" || (code == "internal" && message.contains("not available")) {
         ctx.disableRinging()
         return
@@ -51,18 +58,14 @@ extension Bot {
       if code == "rate_limited" { inflight = max(0, inflight - 1) }
     default: break
     }
-    ctx.unexpectedError(code: code, command: kind.name, uid: uid, message: ev["message"]?.stringValue ?? "")
+    ctx.unexpectedError(code: code, command: kind.name, uid: uid, message: message)
   }
 
   // MARK: lifecycle events
 
   func welcomed(_ ev: JSONValue) {
-    if let re = ev["re"]?.stringValue, let id = Int(re), let p = pending.removeValue(forKey: id) {
-      ctx.stats.reply.record(ns: Loop.hrtimeNs() &- p.sentNs)
-    }
-    resumeToken = ev["resumeToken"]?.stringValue
+    ctx.stats.reply.record(ns: Loop.hrtimeNs() &- helloSentNs)
     phase = .ready
-    dropRetries = 0
     ctx.stats.ready += 1
     previousConn?.abandon()
     previousConn = nil
@@ -92,7 +95,9 @@ extension Bot {
     if resuming && resumed && view.member { return }  // replay, then session.resumed/joined follows
     if view.member { view.closeInterval() }
     if resuming { ctx.stats.freshRejoins += 1 }
-    if !leftOnPurpose { sendJoin() }
+    // After `resumed: false` the machine joins again the sessions it held (§8);
+    // a bot that was no member yet joins now.
+    if !leftOnPurpose, machine.snapshot.sessions[session] == nil { sendJoin() }
   }
 
   func joined(_ ev: JSONValue) {
@@ -105,7 +110,9 @@ extension Bot {
     if !fresh, ev["recovered"]?.boolValue == false {
       ctx.checker.note("resume fell back to a fresh snapshot (recovered: false)")
     }
-    view.applySnapshot(ev, checker: ctx.checker)
+    // The machine decoded the snapshot (RelayClientCore's `Decoding`) just before.
+    guard let snapshot = machine.snapshot.sessions[session] else { return }
+    view.applySnapshot(snapshot)
     if fresh || resuming { engine.botBecameReady(self) }
     resuming = false
   }

@@ -1,6 +1,7 @@
 // Correctness checks every bot applies to what it receives (PROTOCOL.md §2,
 // §5, §7, §7a, §8, §9). Failures are tallied by check name with a few sample
 // details; any failure makes the run exit non-zero.
+import RelayClientCore
 import RelayProtocol
 
 /// The checks a run reports, in report order.
@@ -93,18 +94,17 @@ struct SessionView {
 
   init(session: String) { self.session = session }
 
-  /// A `session.joined` snapshot (fresh join or `recovered: false`).
-  mutating func applySnapshot(_ ev: JSONValue, checker: Checker) {
+  /// A `session.joined` snapshot (fresh join or `recovered: false`), as the
+  /// client machine decoded it.
+  mutating func applySnapshot(_ snapshot: SessionState) {
     closeInterval()
-    let seq = ev["seq"]?.int ?? 0
+    let seq = Int(snapshot.seq)
     member = true
     lastSeq = seq
     intervalStart = seq
-    hands = HandQueue((ev["hands"]?.arrayValue ?? []).compactMap { $0["uid"]?.stringValue })
-    lastRaisedAt = ev["hands"]?.arrayValue?.last?["raisedAt"]?.double ?? 0
-    lost = Set(
-      (ev["participants"]?.arrayValue ?? []).filter { $0["status"]?.stringValue == "lost" }
-        .compactMap { $0["uid"]?.stringValue })
+    hands = HandQueue(snapshot.hands.map(\.uid))
+    lastRaisedAt = Double(snapshot.hands.last?.raisedAt ?? 0)
+    lost = Set(snapshot.participants.filter { $0.status == .lost }.map(\.uid))
   }
 
   /// Ends membership (left, removed, replaced, gone for good).

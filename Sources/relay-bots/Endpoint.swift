@@ -1,8 +1,7 @@
-// Where the bots connect, their opening handshake (RFC 6455 §4.1) and their tokens.
+// Where the bots connect, and their tokens (§3).
 
 import RelayCrypto
 import RelayProtocol
-import RelayWebSocket
 
 /// Where to connect, parsed from `ws://HOST:PORT/PATH`.
 struct WebSocketURL {
@@ -44,41 +43,6 @@ struct WebSocketURL {
   /// ephemeral ports (see EventLoop's SourceAddress.swift); otherwise the kernel's choice.
   func source(forBot index: Int) -> String? {
     host == "127.0.0.1" ? "127.0.0.\(1 + index % 8)" : nil
-  }
-}
-
-/// One pending opening handshake (RFC 6455 §4.1), done by RelayWebSocket's
-/// `WebSocketClientHandshake`: the request bytes, and the response bytes until their
-/// head is complete.
-struct ClientHandshake {
-  let key: String
-  let request: [UInt8]
-  private let offered: [String]
-  private var received: [UInt8] = []
-
-  enum Outcome {
-    case needMore
-    /// Upgraded; `rest` are bytes after the head (already WebSocket frames).
-    case upgraded(rest: [UInt8])
-    case failed(String)
-  }
-
-  init(host: String, port: Int, path: String, subprotocol: String?) {
-    offered = subprotocol.map { [$0] } ?? []
-    (request, key) = WebSocketClientHandshake.request(
-      host: "\(host):\(port)", target: path, key: Crypto.randomBytes(16), subprotocols: offered)
-  }
-
-  /// Feeds response bytes; returns the outcome once the head is complete.
-  mutating func receive(_ bytes: UnsafeRawBufferPointer) -> Outcome {
-    received.append(contentsOf: bytes)
-    switch WebSocketClientHandshake.evaluateResponse(
-      received, key: key, offeredSubprotocols: offered, sha1: { Crypto.sha1($0) })
-    {
-    case .needMore: return .needMore
-    case .accepted(_, let leftover): return .upgraded(rest: leftover)
-    case .refused(let status, let reason): return .failed("upgrade refused (\(status)): \(reason)")
-    }
   }
 }
 
