@@ -9,18 +9,23 @@ public struct RedisAddress: Sendable, Equatable {
   public var password: String?
   public var db: Int
 
+  /// `[[USER]:PASSWORD@]` at the start of a URL's authority: removes it from `rest`
+  /// and returns the password (nil if none or empty). Redis 6 ACL users are not
+  /// supported; a user name before the colon is ignored.
+  static func takePassword(_ rest: inout Substring) -> String? {
+    guard let at = rest.lastIndex(of: "@") else { return nil }
+    var credentials = rest[..<at]
+    if let colon = credentials.firstIndex(of: ":") { credentials = credentials[credentials.index(after: colon)...] }
+    rest = rest[rest.index(after: at)...]
+    return credentials.isEmpty ? nil : String(credentials)
+  }
+
   /// Nil for anything that is not such a URL. `localhost` becomes 127.0.0.1: the
   /// connector takes IP literals.
   public init?(url: String) {
     guard url.hasPrefix("redis://") else { return nil }
     var rest = Substring(url.dropFirst("redis://".count))
-    password = nil
-    if let at = rest.lastIndex(of: "@") {
-      var credentials = rest[..<at]
-      if let colon = credentials.firstIndex(of: ":") { credentials = credentials[credentials.index(after: colon)...] }
-      password = credentials.isEmpty ? nil : String(credentials)
-      rest = rest[rest.index(after: at)...]
-    }
+    password = Self.takePassword(&rest)
     db = 0
     if let slash = rest.firstIndex(of: "/") {
       let tail = rest[rest.index(after: slash)...]

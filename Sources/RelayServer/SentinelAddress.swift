@@ -23,13 +23,7 @@ public struct SentinelAddress: Sendable, Equatable {
   public init?(url: String) {
     guard url.hasPrefix(Self.scheme) else { return nil }
     var rest = Substring(url.dropFirst(Self.scheme.count))
-    password = nil
-    if let at = rest.lastIndex(of: "@") {
-      var credentials = rest[..<at]
-      if let colon = credentials.firstIndex(of: ":") { credentials = credentials[credentials.index(after: colon)...] }
-      password = credentials.isEmpty ? nil : String(credentials)
-      rest = rest[rest.index(after: at)...]
-    }
+    password = RedisAddress.takePassword(&rest)
     let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
     guard parts.count == 2 || parts.count == 3 else { return nil }
     guard !parts[1].isEmpty, parts[1].allSatisfy({ $0.isASCII && !$0.isWhitespace }) else { return nil }

@@ -248,7 +248,11 @@ final class Bot {
       // vanished bot already has its resume scheduled; that one takes over.
       perform(machine.transportClosed(code: end.code, reason: end.reason, nowMs: machineNowMs))
       if was == .silent { return }
-      if machine.connectionState != .closed, engine.acceptsReconnects {
+      // An app's machine also retries codes §14 gives no rule for (1002, 1009, …);
+      // a load test reports them: each is a relay or bot bug to look at.
+      if machine.connectionState != .closed, engine.acceptsReconnects,
+        CloseCode.reconnect(after: end.code) == .resume
+      {
         reconnectAfterDrop(end, was: was, quietSinceMs: quietSinceMs)
         return
       }

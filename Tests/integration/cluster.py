@@ -34,6 +34,17 @@ def _wait(predicate, timeout: float, what: str) -> None:
     raise TimeoutError(f"{what} not within {timeout}s")
 
 
+def _terminate(proc: subprocess.Popen | None) -> None:
+    """SIGTERM, then SIGKILL if it is still running after 5 s (a server we started)."""
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
 class Redis:
     """A private redis-server (no persistence) on 127.0.0.1:<port>."""
 
@@ -99,13 +110,7 @@ class Redis:
             self.proc.wait(timeout=5)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        _terminate(self.proc)
 
 
 class Node:
@@ -299,13 +304,7 @@ class Sentinel:
         return int(info["port"]) if "port" in info else None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        _terminate(self.proc)
 
 
 def _flat_array(data: bytes) -> list[str] | None:
