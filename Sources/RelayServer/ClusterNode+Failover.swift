@@ -72,6 +72,10 @@ extension ClusterNode {
         }
         return self.dropConnections()
       }
+      // ["master", offset, [[ip, port, offset], …]]: the replicas in sync now.
+      if items.count > 2, case .array(let replicas?) = items[2] {
+        self.replicasSeen.note(Int64(replicas.count), on: self.primary)
+      }
       self.checkPolicy()
     }
   }
@@ -146,8 +150,9 @@ extension ClusterNode {
       guard let self, reading() else { return }
       // A refused probe proves nothing about the records: read them again afresh.
       guard probed() || reply == nil else { return self.dropConnections() }
+      if case .integer(let n)? = reply { self.replicasSeen.note(n, on: self.primary) }
       switch reply {
-      case .integer(let n)? where n >= Int64(self.config.minReplicas):
+      case .integer(let n)? where n >= Int64(self.replicasRequired):
         then()
       case .integer(let n)?:
         self.replicasShort(n)
@@ -161,9 +166,20 @@ extension ClusterNode {
     }
   }
 
+  /// How many replicas must hold a record: `--redis-min-replicas`, or fewer on a
+  /// primary that has not had that many in sync since this node began using it — a
+  /// replica promoted by a failover has lost its old primary, and holding it to N
+  /// would stop every write until an operator brings one back. A primary that loses
+  /// replicas it had is still held to them (`unavailable` until they are back).
+  /// docs/cluster.md, "Redis high availability", says what this costs.
+  /// Without Sentinel nothing promotes a replica: always N.
+  var replicasRequired: Int {
+    config.sentinel == nil ? config.minReplicas : min(config.minReplicas, replicasSeen.most(on: primary))
+  }
+
   /// `WAIT N deadline` on `connection`: how many replicas hold its writes so far.
   func waitForReplicas(on connection: RedisConnection, _ reply: @escaping (RESPValue?) -> Void) {
-    let args = ["WAIT", String(config.minReplicas), String(Self.replicationWaitMs)].map { Array($0.utf8) }
+    let args = ["WAIT", String(replicasRequired), String(Self.replicationWaitMs)].map { Array($0.utf8) }
     connection.send(args, limitMs: Self.replicationWaitMs + 2_000, reply)
   }
 
@@ -177,10 +193,11 @@ extension ClusterNode {
     }
     waitForReplicas(on: commands) { [weak self] answer in
       guard let self else { return }
+      if case .integer(let n)? = answer { self.replicasSeen.note(n, on: self.primary) }
       switch answer {
-      case .integer(let n)? where n >= Int64(self.config.minReplicas): done(reply)
+      case .integer(let n)? where n >= Int64(self.replicasRequired): done(reply)
       case .integer(let n)?:
-        let wanted = self.config.minReplicas
+        let wanted = self.replicasRequired
         done(.error("NOREPLICAS \(n) of \(wanted) replicas confirmed within \(Self.replicationWaitMs) ms"))
       case .error?: done(answer)
       default: done(nil)
@@ -190,8 +207,22 @@ extension ClusterNode {
 
   /// Readers wait while the replicas lag or are gone: logged like a failing append.
   private func replicasShort(_ n: Int64) {
-    appendFailed("NOREPLICAS \(n) of \(config.minReplicas) replicas hold the records read")
+    appendFailed("NOREPLICAS \(n) of \(replicasRequired) replicas hold the records read")
   }
+}
+
+/// The most replicas one primary has been seen with (`ROLE` on connecting, then each
+/// `WAIT`'s count); another primary starts again from none.
+struct ReplicasSeen: Equatable {
+  private(set) var primary: RedisAddress?
+  private(set) var count = 0
+
+  mutating func note(_ replicas: Int64, on address: RedisAddress?) {
+    if address != primary { primary = address; count = 0 }
+    count = max(count, Int(clamping: replicas))
+  }
+
+  func most(on address: RedisAddress?) -> Int { address == primary ? count : 0 }
 }
 
 /// Whether a log still holds what a node applied from it (docs/cluster.md, "Redis

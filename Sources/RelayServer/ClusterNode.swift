@@ -81,6 +81,8 @@ final class ClusterNode {
   var sentinels: SentinelClient?
   /// The primary the connections go (or went) to.
   var primary: RedisAddress?
+  /// The most replicas `primary` has had in sync while this node used it.
+  var replicasSeen = ReplicasSeen()
 
   /// Beats are sent this often; a node is dead after `nodeTimeoutMs` without one.
   var beatMs: UInt64 { UInt64(max(50, min(1_000, config.nodeTimeoutMs / 4))) }

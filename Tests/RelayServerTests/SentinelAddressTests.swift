@@ -79,4 +79,20 @@ import Testing
     config.cluster?.minReplicas = 1
     #expect(config.sharedFlags { $0 } == without + "\nredis-min-replicas=1")
   }
+
+  /// A primary is held to the most replicas it has been seen with; a new primary (a
+  /// promoted replica) starts again from none.
+  @Test func replicasSeenArePerPrimary() throws {
+    let a = try #require(RedisAddress(url: "redis://127.0.0.1:7001"))
+    let b = try #require(RedisAddress(url: "redis://127.0.0.1:7002"))
+    var seen = ReplicasSeen()
+    #expect(seen.most(on: a) == 0)
+    seen.note(1, on: a)
+    seen.note(0, on: a)  // its replica died: still held to one
+    #expect(seen.most(on: a) == 1 && seen.most(on: b) == 0)
+    seen.note(0, on: b)  // the failover's new primary, alone
+    #expect(seen.most(on: b) == 0 && seen.most(on: a) == 0)
+    seen.note(2, on: b)
+    #expect(seen.most(on: b) == 2)
+  }
 }

@@ -5,6 +5,8 @@ three relay nodes on `redis+sentinel://…`.
 - The primary SIGKILLed under relay-bots' load: every check stays green (seq
   continuity, one outcome per callee, deliveries), no session resets, every node
   reads 503 meanwhile and is ready again soon after a replica is back.
+- The primary killed and never back: the promoted replica, which has no replica of
+  its own, takes writes again within the bound (nothing lost, no reset).
 - The replica down: appends answer `unavailable` and nothing is applied until it is
   back; what was applied then is the same for everyone.
 - A manual `SENTINEL FAILOVER`: the old primary becomes a replica, clients keep
@@ -192,6 +194,32 @@ async def test_replica_down_means_unavailable_and_nothing_applied(redis_ha, ha_n
     assert [d for _, d in seen_bob].count("after") == 1, seen_bob
     seqs = [s for s, _ in seen_bob]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))) or len(seqs) == 1, seen_bob
+    assert resets(nodes) == 0
+    await alice.close()
+    await bob.close()
+
+
+async def test_primary_killed_and_not_back_writes_resume(redis_ha, ha_nodes):
+    """No supervisor brings the dead primary back: the promoted replica has no replica
+    of its own, and is held to the replicas it has had (none), so service resumes
+    within the bound after the promotion, with nothing lost and no reset."""
+    nodes = ha_nodes(*CLIENT_FLAGS)
+    alice, bob = await _dev(nodes[0], "alice"), await _dev(nodes[2], "bob")
+    assert (await _send(alice, "m1", "one"))["type"] == "ok"
+    first = await _messages(bob, 0.5)
+    assert [d for _, d in first] == ["one"]
+    old, new = redis_ha.primary(), redis_ha.replica()
+    old.kill()
+    _wait(lambda: redis_ha.named_by_all(new.port), 20, "the sentinels promoting the replica")
+    promoted = time.monotonic()
+    _wait(lambda: all_ready(nodes), RESUME_S, "every node ready on the promoted replica alone")
+    await _send_until_ok(alice, "two", RESUME_S)
+    assert time.monotonic() - promoted <= RESUME_S
+    # Tries answered `unavailable` may still take effect, for everyone: only "two"s.
+    after = await _messages(bob, 1.0)
+    assert after and {d for _, d in after} == {"two"}, after
+    seqs = [s for s, _ in first + after]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs  # no gap, no reset
     assert resets(nodes) == 0
     await alice.close()
     await bob.close()
