@@ -24,6 +24,7 @@ try:
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.common.exceptions import StaleElementReferenceException
 except ImportError:  # reported by require_browser()
     webdriver = None
 
@@ -85,6 +86,16 @@ class Window:
 
     def wait(self, condition, what: str):
         return WebDriverWait(self.driver, WAIT_S, poll_frequency=0.05).until(condition, f"{self.label}: {what}")
+
+    def click(self, css: str) -> None:
+        """Finds and clicks as one waited step: the lists are re-rendered on every
+        event, so a button found a moment ago can be stale by the click (which then
+        did not happen, and is tried again on the new one)."""
+        def attempt(d) -> bool:
+            d.find_element(By.CSS_SELECTOR, css).click()
+            return True
+        WebDriverWait(self.driver, WAIT_S, poll_frequency=0.05,
+                      ignored_exceptions=(StaleElementReferenceException,)).until(attempt, f"{self.label}: click {css}")
 
     def text(self, element_id: str) -> str:
         return self.driver.find_element(By.ID, element_id).get_attribute("textContent")
@@ -174,11 +185,11 @@ def test_hands_and_ringing(relay_factory, windows):
     b.shot("hands")
 
     # The host lowers Bob's hand from the queue.
-    a.driver.find_element(By.CSS_SELECTOR, '#hands button[data-action="lower"][data-uid="bob"]').click()
+    a.click('#hands button[data-action="lower"][data-uid="bob"]')
     b.wait(lambda d: hands_of(b) == ["alice"], "bob lowered by the host")
     b.wait(lambda d: d.find_element(By.ID, "hand-toggle").get_attribute("aria-pressed") == "false", "unpressed")
 
-    b.driver.find_element(By.CSS_SELECTOR, 'button[data-action="ring"][data-uid="alice"]').click()
+    b.click('button[data-action="ring"][data-uid="alice"]')
     b.wait(lambda d: "Ringing Alice" in b.text("call-status"), "ringing")
     a.wait(lambda d: d.find_element(By.ID, "incoming").is_displayed(), "incoming dialog")
     assert "Bob is calling" in a.text("incoming-text")
@@ -201,7 +212,7 @@ def test_hands_and_ringing(relay_factory, windows):
     a.driver.find_element(By.ID, "lower-all").click()
     b.wait(lambda d: hands_of(b) == [], "all lowered")
     b.wait_announced("All hands lowered")
-    a.driver.find_element(By.CSS_SELECTOR, 'button[data-action="remove"][data-uid="bob"]').click()
+    a.click('button[data-action="remove"][data-uid="bob"]')
     b.wait(lambda d: d.find_element(By.ID, "join").is_displayed(), "bob back at the join form")
     b.wait_announced("A host removed you from the session")
     a.wait(lambda d: a.status_of("bob") is None, "bob gone from the list")
