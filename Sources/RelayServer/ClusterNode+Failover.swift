@@ -26,7 +26,7 @@ extension ClusterNode {
 
   func startSentinels() {
     guard let address = config.sentinel else { return }
-    let client = SentinelClient(loop: server.loop, address: address, logger: logger)
+    let client = SentinelClient(loop: server.loop, address: address, tls: config.tls, logger: logger)
     client.onSwitch = { [weak self] primary in self?.switched(to: primary) }
     client.startWatching()
     sentinels = client
@@ -166,15 +166,17 @@ extension ClusterNode {
     }
   }
 
-  /// How many replicas must hold a record: `--redis-min-replicas`, or fewer on a
-  /// primary that has not had that many in sync since this node began using it — a
-  /// replica promoted by a failover has lost its old primary, and holding it to N
-  /// would stop every write until an operator brings one back. A primary that loses
-  /// replicas it had is still held to them (`unavailable` until they are back).
+  /// How many replicas must hold a record: `--redis-min-replicas`, from the first
+  /// append (also before a replica's first sync: the node answers `unavailable`
+  /// until one holds the records). The one relaxation: after a failover this node
+  /// followed, a promoted primary that has not had N replicas in sync is held to
+  /// the most it has had — it lost its old primary, and holding it to N would stop
+  /// every write until an operator brings one back. A primary that loses replicas
+  /// it had is still held to them (`unavailable` until they are back).
   /// docs/cluster.md, "Redis high availability", says what this costs.
   /// Without Sentinel nothing promotes a replica: always N.
   var replicasRequired: Int {
-    config.sentinel == nil ? config.minReplicas : min(config.minReplicas, replicasSeen.most(on: primary))
+    config.sentinel == nil ? config.minReplicas : replicasSeen.required(config.minReplicas, on: primary)
   }
 
   /// `WAIT N deadline` on `connection`: how many replicas hold its writes so far.
@@ -212,17 +214,30 @@ extension ClusterNode {
 }
 
 /// The most replicas one primary has been seen with (`ROLE` on connecting, then each
-/// `WAIT`'s count); another primary starts again from none.
+/// `WAIT`'s count); another primary starts again from none. Whether this node has
+/// followed a failover: the first primary it uses is never relaxed, so a node
+/// started before its replica's first sync is held to N from its first append.
 struct ReplicasSeen: Equatable {
   private(set) var primary: RedisAddress?
   private(set) var count = 0
+  /// This node moved from one primary to another (a failover it followed).
+  private(set) var followedFailover = false
 
   mutating func note(_ replicas: Int64, on address: RedisAddress?) {
-    if address != primary { primary = address; count = 0 }
+    if address != primary {
+      if primary != nil, address != nil { followedFailover = true }
+      primary = address
+      count = 0
+    }
     count = max(count, Int(clamping: replicas))
   }
 
   func most(on address: RedisAddress?) -> Int { address == primary ? count : 0 }
+
+  /// The replicas a record needs on `address` when `wanted` are asked for.
+  func required(_ wanted: Int, on address: RedisAddress?) -> Int {
+    followedFailover ? min(wanted, most(on: address)) : wanted
+  }
 }
 
 /// Whether a log still holds what a node applied from it (docs/cluster.md, "Redis

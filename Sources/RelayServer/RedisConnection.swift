@@ -1,52 +1,7 @@
 import EventLoop
+import RelayCrypto
 import RelayCluster
 import RelayPrimitives
-
-/// Where the cluster's Redis is: `redis://[:PASSWORD@]HOST:PORT[/DB]` (contract §12).
-public struct RedisAddress: Sendable, Equatable {
-  public var host: String
-  public var port: Int
-  public var password: String?
-  public var db: Int
-
-  /// `[[USER]:PASSWORD@]` at the start of a URL's authority: removes it from `rest`
-  /// and returns the password (nil if none or empty). Redis 6 ACL users are not
-  /// supported; a user name before the colon is ignored.
-  static func takePassword(_ rest: inout Substring) -> String? {
-    guard let at = rest.lastIndex(of: "@") else { return nil }
-    var credentials = rest[..<at]
-    if let colon = credentials.firstIndex(of: ":") { credentials = credentials[credentials.index(after: colon)...] }
-    rest = rest[rest.index(after: at)...]
-    return credentials.isEmpty ? nil : String(credentials)
-  }
-
-  /// Nil for anything that is not such a URL. `localhost` becomes 127.0.0.1: the
-  /// connector takes IP literals.
-  public init?(url: String) {
-    guard url.hasPrefix("redis://") else { return nil }
-    var rest = Substring(url.dropFirst("redis://".count))
-    password = Self.takePassword(&rest)
-    db = 0
-    if let slash = rest.firstIndex(of: "/") {
-      let tail = rest[rest.index(after: slash)...]
-      if !tail.isEmpty {
-        guard let n = Int(tail), n >= 0 else { return nil }
-        db = n
-      }
-      rest = rest[..<slash]
-    }
-    var hostPart = rest
-    port = 6379
-    if let colon = rest.lastIndex(of: ":"), !rest.hasSuffix("]") {
-      guard let p = Int(rest[rest.index(after: colon)...]), (1...65535).contains(p) else { return nil }
-      port = p
-      hostPart = rest[..<colon]
-    }
-    if hostPart.hasPrefix("["), hostPart.hasSuffix("]") { hostPart = hostPart.dropFirst().dropLast() }
-    guard !hostPart.isEmpty else { return nil }
-    host = hostPart == "localhost" ? "127.0.0.1" : String(hostPart)
-  }
-}
 
 /// One connection to Redis on the server's loop: commands are pipelined, replies
 /// matched in order (RESP2 has no ids). A reply that does not come within its time
@@ -58,6 +13,8 @@ final class RedisConnection {
   private var parser = RESPParser()
   private var pending = FIFOQueue<(sentMs: UInt64, limitMs: UInt64, reply: (RESPValue?) -> Void)>()
   private var ended = false
+  /// Why the connection ended, when it is known (a TLS failure).
+  private(set) var endReason: String?
   /// Runs once when the connection ends for any reason after it was established.
   var onEnd: (() -> Void)?
   /// Set on a subscribed connection (a sentinel's `+switch-master`): gets the values
@@ -66,36 +23,71 @@ final class RedisConnection {
 
   private init(loop: Loop) { self.loop = loop }
 
-  /// Connects, authenticates and selects the database; `completion` gets the ready
-  /// connection or nil.
-  static func open(loop: Loop, address: RedisAddress, completion: @escaping (RedisConnection?) -> Void) {
+  /// Connects (through TLS for `rediss://`, verified with `tls`), authenticates and
+  /// selects the database; `completion` gets the ready connection or nil, after
+  /// `failed` got the reason (refused, TLS, `WRONGPASS`…) for the operator's log.
+  static func open(
+    loop: Loop, address: RedisAddress, tls: TLSContext?, failed: ((String) -> Void)? = nil,
+    completion: @escaping (RedisConnection?) -> Void
+  ) {
     let redis = RedisConnection(loop: loop)
     TCPConnector.connect(loop: loop, host: address.host, port: address.port) { result in
-      guard case .success(let tcp) = result else { return completion(nil) }
-      redis.attach(tcp)
-      var setup: [[String]] = []
-      if let password = address.password { setup.append(["AUTH", password]) }
-      if address.db != 0 { setup.append(["SELECT", String(address.db)]) }
+      guard case .success(let tcp) = result else {
+        failed?("connect: \(result)")
+        return completion(nil)
+      }
+      if address.tls {
+        guard let tls else {
+          tcp.close()
+          failed?("rediss:// without a TLS context")
+          return completion(nil)
+        }
+        redis.attach(tcp, tls: TLSConnection(context: tls, serverName: address.serverName, isServer: false))
+      } else {
+        redis.attach(tcp, tls: nil)
+      }
+      let setup = address.setupCommands
       guard !setup.isEmpty else { return completion(redis) }
       var left = setup.count
-      var failed = false
+      var problem: String?
       for command in setup {
         redis.send(command.map { Array($0.utf8) }, limitMs: 2_000) { reply in
           left -= 1
-          if case .error = reply { failed = true }
-          if reply == nil { failed = true }
+          if case .error(let message)? = reply, problem == nil { problem = "\(command[0]): \(message)" }
+          if reply == nil, problem == nil { problem = redis.endReason ?? "connection ended" }
           if left == 0 {
-            if failed { redis.close() }
-            completion(failed ? nil : redis)
+            if let problem {
+              redis.close()
+              failed?(problem)
+            }
+            completion(problem == nil ? redis : nil)
           }
         }
       }
     }
   }
 
-  private func attach(_ tcp: TCPConnection) {
+  /// With TLS, what the socket reads goes through the TLS connection first and what
+  /// is written is sealed at flush time (`TCPConnection.sealer`); the commands sent
+  /// before the handshake ends wait inside it. A TLS failure ends the connection.
+  private func attach(_ tcp: TCPConnection, tls: TLSConnection?) {
     self.tcp = tcp
-    tcp.onRead = { [weak self] bytes in self?.didRead(bytes) }
+    if let tls {
+      tcp.sealer = tls
+      tcp.onRead = { [weak self] bytes in
+        guard let self else { return }
+        tls.receive(bytes) { self.didRead($0) }
+        if case .failed(let error) = tls.state {
+          self.endReason = "TLS: \(error)"
+          return self.close()
+        }
+        if tls.state == .closed { return self.close() }
+        if tls.hasOutput { self.tcp?.flushSoon() }
+      }
+      tcp.flushSoon()  // the ClientHello
+    } else {
+      tcp.onRead = { [weak self] bytes in self?.didRead(bytes) }
+    }
     tcp.onClose = { [weak self] _ in self?.end() }
     tcp.startReading()
   }

@@ -31,10 +31,24 @@ public struct ClusterConfig: Sendable {
   /// `--redis-min-replicas`: a record counts (is applied, and its append succeeds)
   /// only once this many replicas confirm they hold it (`WAIT`).
   public var minReplicas = 0
+  /// `rediss://`: the client TLS context (the system's roots plus `--tls-ca-file`),
+  /// made once at start so an unreadable CA file is refused then, not at connect.
+  var tls: TLSContext?
 
   public init(redis: RedisAddress, nodeId: String) {
     self.redis = redis
     self.nodeId = nodeId
+  }
+}
+
+extension ClusterConfig {
+  /// `rediss://` or `rediss+sentinel://`.
+  public var usesTLS: Bool { sentinel?.tls ?? redis.tls }
+
+  /// Makes the client TLS context when the URL asks for TLS: the system's roots plus
+  /// `caFile` (contract §12, managed Redis). Throws when they cannot be read.
+  public mutating func loadTLS(caFile: String?) throws {
+    tls = usesTLS ? try TLSContext(clientWithCA: caFile) : nil
   }
 }
 

@@ -1,14 +1,20 @@
-/// Where a Sentinel-managed Redis is (contract §13.2):
-/// `redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER_NAME[/DB]`. The
-/// sentinels are asked, in the order given, for the address of the primary named
-/// `MASTER_NAME`; the password and database apply to the primary (and its replicas),
-/// not to the sentinels.
+/// Where a Sentinel-managed Redis is (contract §12):
+/// `redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER_NAME[/DB][?sentinel_user=U&sentinel_password=P]`,
+/// or `rediss+sentinel://…` to speak TLS to the sentinels and the primary alike
+/// (managed services that require TLS require it everywhere). The sentinels are
+/// asked, in the order given, for the address of the primary named `MASTER_NAME`;
+/// the user, password and database apply to the primary (and its replicas); the
+/// sentinels take their own credentials from the query, if they need any.
 public struct SentinelAddress: Sendable, Equatable {
   /// The sentinels, each as `host` and `port` (default 26379).
   public var sentinels: [HostPort]
   public var masterName: String
+  public var user: String?
   public var password: String?
   public var db: Int
+  public var tls = false
+  public var sentinelUser: String?
+  public var sentinelPassword: String?
 
   public struct HostPort: Sendable, Equatable {
     public var host: String
@@ -16,14 +22,24 @@ public struct SentinelAddress: Sendable, Equatable {
   }
 
   static let scheme = "redis+sentinel://"
+  static let tlsScheme = "rediss+sentinel://"
   static let defaultPort = 26_379
 
   /// Nil for anything that is not such a URL. `localhost` becomes 127.0.0.1, as for
   /// `redis://` (the connector takes IP literals; other names are looked up).
   public init?(url: String) {
-    guard url.hasPrefix(Self.scheme) else { return nil }
-    var rest = Substring(url.dropFirst(Self.scheme.count))
-    password = RedisAddress.takePassword(&rest)
+    if url.hasPrefix(Self.tlsScheme) {
+      tls = true
+    } else if !url.hasPrefix(Self.scheme) {
+      return nil
+    }
+    var rest = Substring(url.dropFirst(tls ? Self.tlsScheme.count : Self.scheme.count))
+    (user, password) = RedisAddress.takeCredentials(&rest)
+    if let mark = rest.firstIndex(of: "?") {
+      guard let query = Self.readQuery(rest[rest.index(after: mark)...]) else { return nil }
+      (sentinelUser, sentinelPassword) = query
+      rest = rest[..<mark]
+    }
     let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
     guard parts.count == 2 || parts.count == 3 else { return nil }
     guard !parts[1].isEmpty, parts[1].allSatisfy({ $0.isASCII && !$0.isWhitespace }) else { return nil }
@@ -42,6 +58,22 @@ public struct SentinelAddress: Sendable, Equatable {
     sentinels = list
   }
 
+  /// `sentinel_user=U&sentinel_password=P` (either, both, in any order); nil for
+  /// any other key, so a misspelt option is refused rather than ignored.
+  private static func readQuery(_ query: Substring) -> (user: String?, password: String?)? {
+    var found: (user: String?, password: String?) = (nil, nil)
+    for pair in query.split(separator: "&") {
+      guard let eq = pair.firstIndex(of: "=") else { return nil }
+      let value = pair[pair.index(after: eq)...]
+      switch pair[..<eq] {
+      case "sentinel_user": found.user = value.isEmpty ? nil : String(value)
+      case "sentinel_password": found.password = value.isEmpty ? nil : String(value)
+      default: return nil
+      }
+    }
+    return found
+  }
+
   /// `HOST[:PORT]`, with `[v6]` brackets allowed.
   private static func hostPort(_ text: Substring) -> HostPort? {
     var host = text
@@ -56,14 +88,16 @@ public struct SentinelAddress: Sendable, Equatable {
     return HostPort(host: host == "localhost" ? "127.0.0.1" : String(host), port: port)
   }
 
-  /// The address of one sentinel, to open a connection to it (no password, db 0).
+  /// The address of one sentinel, to open a connection to it (its own credentials, db 0).
   func sentinel(_ index: Int) -> RedisAddress {
-    RedisAddress(host: sentinels[index].host, port: sentinels[index].port, password: nil, db: 0)
+    RedisAddress(
+      host: sentinels[index].host, port: sentinels[index].port, user: sentinelUser, password: sentinelPassword, db: 0,
+      tls: tls)
   }
 
-  /// The primary at `host:port` as a sentinel named it, with this URL's password and db.
+  /// The primary at `host:port` as a sentinel named it, with this URL's credentials and db.
   public func primary(host: String, port: Int) -> RedisAddress {
-    RedisAddress(host: host, port: port, password: password, db: db)
+    RedisAddress(host: host, port: port, user: user, password: password, db: db, tls: tls)
   }
 
   /// A sentinel's reply to `SENTINEL get-master-addr-by-name`: `[host, port]`, or
@@ -90,7 +124,7 @@ public enum RedisTarget: Sendable, Equatable {
   case direct(RedisAddress)
   case sentinel(SentinelAddress)
 
-  /// `redis://…` or `redis+sentinel://…`; nil for anything else.
+  /// `redis[s]://…` or `redis[s]+sentinel://…`; nil for anything else.
   public init?(url: String) {
     if let s = SentinelAddress(url: url) {
       self = .sentinel(s)
@@ -104,20 +138,9 @@ public enum RedisTarget: Sendable, Equatable {
   /// For logs: never the password.
   public var description: String {
     switch self {
-    case .direct(let a): return "\(a.host):\(a.port)"
+    case .direct(let a): return (a.tls ? "tls " : "") + "\(a.host):\(a.port)"
     case .sentinel(let s):
-      return "sentinel " + s.sentinels.map { "\($0.host):\($0.port)" }.joined(separator: ",") + "/\(s.masterName)"
+      return (s.tls ? "tls " : "") + "sentinel " + s.sentinels.map { "\($0.host):\($0.port)" }.joined(separator: ",") + "/\(s.masterName)"
     }
-  }
-}
-
-extension RedisAddress {
-  /// An address given part by part (a primary named by a sentinel).
-  public init(host: String, port: Int, password: String?, db: Int) {
-    self.init(url: "redis://x")!
-    self.host = host
-    self.port = port
-    self.password = password
-    self.db = db
   }
 }

@@ -1,5 +1,6 @@
 import EventLoop
 import Logging
+import RelayCrypto
 import RelayCluster
 
 /// A cluster node's view of Redis Sentinel (docs/cluster.md, "Redis high
@@ -12,6 +13,8 @@ final class SentinelClient {
   private let loop: Loop
   let address: SentinelAddress
   private let logger: Logger
+  /// `rediss+sentinel://`: the sentinels speak TLS too.
+  private let tls: TLSContext?
   private var watch: RedisConnection?
   private var watchTimer: EventLoop.Timer?
   private var watchIndex = 0
@@ -25,9 +28,10 @@ final class SentinelClient {
   /// Delay before the subscription is opened again after it ended.
   static let rewatchMs: UInt64 = 500
 
-  init(loop: Loop, address: SentinelAddress, logger: Logger) {
+  init(loop: Loop, address: SentinelAddress, tls: TLSContext?, logger: Logger) {
     self.loop = loop
     self.address = address
+    self.tls = tls
     self.logger = logger
   }
 
@@ -78,10 +82,10 @@ final class SentinelClient {
   /// Connects to sentinel `index` (its host looked up off the loop when it is a name).
   private func open(_ index: Int, _ completion: @escaping (RedisConnection?) -> Void) {
     var target = address.sentinel(index)
-    HostResolver.resolve(target.host, on: loop) { [loop] ip in
+    HostResolver.resolve(target.host, on: loop) { [loop, tls] ip in
       guard case .success(let ip) = ip else { return completion(nil) }
       target.host = ip
-      RedisConnection.open(loop: loop, address: target, completion: completion)
+      RedisConnection.open(loop: loop, address: target, tls: tls, completion: completion)
     }
   }
 

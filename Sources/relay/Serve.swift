@@ -50,8 +50,12 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve wss:// and https:// only.") var tlsCert: String?
   @Option(name: .customLong("tls-key"), help: "PEM private key (ECDSA or RSA) of --tls-cert.") var tlsKey: String?
   @Option(
+    name: .customLong("tls-ca-file"),
+    help: "PEM file of extra trust roots for outbound TLS (webhooks, push, rediss://), beside the system's."
+  ) var tlsCAFile: String?
+  @Option(
     help:
-      "redis://[:PASSWORD@]HOST:PORT[/DB] or redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER[/DB]: run as a node of a cluster sharing this Redis."
+      "redis[s]://[[USER]:PASSWORD@]HOST:PORT[/DB] or redis[s]+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER[/DB][?sentinel_user=U&sentinel_password=P]: run as a node of a cluster sharing this Redis."
   ) var redis: String?
   @Option(
     name: .customLong("redis-min-replicas"),
@@ -78,10 +82,16 @@ struct Serve: ParsableCommand {
     if let url = redis ?? Env.string("redis") {
       guard let target = RedisTarget(url: url) else {
         throw ValidationError(
-          "--redis wants redis://[:PASSWORD@]HOST:PORT[/DB] or redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER[/DB]"
+          "--redis wants redis[s]://[[USER]:PASSWORD@]HOST:PORT[/DB] or redis[s]+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER[/DB]"
         )
       }
       var cluster = try makeCluster(target)
+      let caFile = tlsCAFile ?? Env.string("tls-ca-file")
+      do {
+        try cluster.loadTLS(caFile: caFile)
+      } catch {
+        throw ValidationError("rediss:// cannot use the trust roots (--tls-ca-file \(caFile ?? "none")): \(error)")
+      }
       if let v = try nodeTimeout ?? Env.int("node-timeout") {
         guard v > 0 else { throw ValidationError("--node-timeout must be positive") }
         cluster.nodeTimeoutMs = Int64(v)

@@ -19,6 +19,21 @@ import Testing
     #expect(trailing.password == "p@ss" && trailing.db == 0 && trailing.sentinels == [HP(host: "h", port: 26379)])
   }
 
+  /// Managed Redis: TLS to the sentinels and the primary, ACL users for the primary,
+  /// the sentinels' own credentials in the query.
+  @Test func readsTLSAndCredentials() throws {
+    let s = try #require(
+      SentinelAddress(url: "rediss+sentinel://app:pw@h1:1,h2/m/1?sentinel_user=watch&sentinel_password=spw"))
+    #expect(s.tls && s.user == "app" && s.password == "pw" && s.sentinelUser == "watch" && s.sentinelPassword == "spw")
+    #expect(s.sentinel(1) == RedisAddress(host: "h2", port: 26379, user: "watch", password: "spw", db: 0, tls: true))
+    #expect(s.primary(host: "10.0.0.9", port: 6380) == RedisAddress(host: "10.0.0.9", port: 6380, user: "app", password: "pw", db: 1, tls: true))
+    let plain = try #require(SentinelAddress(url: "redis+sentinel://h/m"))
+    #expect(!plain.tls && plain.sentinelUser == nil && plain.sentinel(0).password == nil)
+    for bad in ["redis+sentinel://h/m?x=1", "redis+sentinel://h/m?sentinel_user", "rediss+sentinel://h"] {
+      #expect(SentinelAddress(url: bad) == nil, "\(bad)")
+    }
+  }
+
   @Test func refusesWhatIsNotSuchAURL() {
     for bad in [
       "", "redis://h:1", "redis+sentinel://", "redis+sentinel://h:1", "redis+sentinel://h:1/", "redis+sentinel:///m",
@@ -38,7 +53,8 @@ import Testing
     }
     #expect(s.primary(host: "10.0.0.9", port: 6380) == RedisAddress(host: "10.0.0.9", port: 6380, password: "pw", db: 1))
     #expect(s.sentinel(0) == RedisAddress(host: "h", port: 2, password: nil, db: 0))
-    #expect(RedisTarget(url: "rediss://h:1") == nil)
+    #expect(RedisTarget(url: "rediss://h:1") == .direct(RedisAddress(host: "h", port: 1, password: nil, db: 0, tls: true)))
+    #expect(RedisTarget(url: "http://h:1") == nil)
     #expect(RedisTarget(url: "redis+sentinel://:pw@h:2/m/1")?.description == "sentinel h:2/m")
   }
 
@@ -94,5 +110,23 @@ import Testing
     #expect(seen.most(on: b) == 0 && seen.most(on: a) == 0)
     seen.note(2, on: b)
     #expect(seen.most(on: b) == 2)
+  }
+
+  /// The relaxation holds only after a failover this node followed: the first
+  /// primary, seen with no replica yet (started before the replica's first sync),
+  /// is held to N; a promoted primary alone is held to what it has had.
+  @Test func replicasRequiredFromTheFirstAppend() throws {
+    let a = try #require(RedisAddress(url: "redis://127.0.0.1:7001"))
+    let b = try #require(RedisAddress(url: "redis://127.0.0.1:7002"))
+    var seen = ReplicasSeen()
+    #expect(seen.required(1, on: a) == 1)
+    seen.note(0, on: a)
+    #expect(seen.required(1, on: a) == 1 && !seen.followedFailover)
+    seen.note(1, on: a)
+    #expect(seen.required(2, on: a) == 2)
+    seen.note(0, on: b)
+    #expect(seen.followedFailover && seen.required(1, on: b) == 0)
+    seen.note(1, on: b)
+    #expect(seen.required(1, on: b) == 1 && seen.required(3, on: b) == 1)
   }
 }

@@ -199,6 +199,38 @@ async def test_replica_down_means_unavailable_and_nothing_applied(redis_ha, ha_n
     await bob.close()
 
 
+async def test_cold_start_before_the_replica_syncs_acknowledges_nothing(redis_ha, tmp_path):
+    """Nodes started while the only replica is down (as `docker compose up` starts
+    them before its first sync) are held to --redis-min-replicas from their first
+    append: no node turns ready and no command is answered `ok`; once the replica is
+    in sync they serve, and what they acknowledge then is on the replica."""
+    replica = redis_ha.replica()
+    replica.kill()
+    nodes = [Node(tmp_path, redis_ha.url, f"c{i}", CLIENT_FLAGS, wait=False) for i in (1, 2)]
+    try:
+        for n in nodes:
+            _wait(lambda: n.healthz() == 200, 20, f"{n.name} serving HTTP")
+        # Absence over a window: the node's first appends (its join) wait 1 s each
+        # for a replica; three of them refused is what "not before" means here.
+        deadline = time.monotonic() + 3.5
+        while time.monotonic() < deadline:
+            assert all(n.readyz() == 503 for n in nodes), [n.output() for n in nodes]
+            await asyncio.sleep(0.25)  # a sampling period over the window, not a synchronisation
+        for n in nodes:
+            assert "NOREPLICAS" in n.output() or "replicas" in n.output(), n.output()
+        replica.start()
+        _wait(lambda: RedisHA.replica_online(redis_ha.primary()), 20, "the replica in sync")
+        _wait(lambda: all_ready(nodes), 10, "every node ready once its replica holds the records")
+        alice, bob = await _dev(nodes[0], "alice"), await _dev(nodes[1], "bob")
+        assert (await _send(alice, "m1", "held by a replica"))["type"] == "ok"
+        assert [d for _, d in await _messages(bob, 0.5)] == ["held by a replica"]
+        await alice.close()
+        await bob.close()
+    finally:
+        for n in nodes:
+            n.stop()
+
+
 async def test_primary_killed_and_not_back_writes_resume(redis_ha, ha_nodes):
     """No supervisor brings the dead primary back: the promoted replica has no replica
     of its own, and is held to the replicas it has had (none), so service resumes
