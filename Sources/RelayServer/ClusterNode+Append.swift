@@ -42,8 +42,14 @@ extension ClusterNode {
   func send(_ batch: LogBatch, _ entries: [PendingAppend], generation: String? = nil) {
     guard let g = generation ?? self.generation else { return failBatch(entries) }
     let keys = [Self.generationKey, Self.key("seq", g), Self.key("log", g)]
-    run(.append, keys: keys, args: [Array(g.utf8), batch.encoded()]) { [weak self] reply in
-      self?.confirmAppend(reply) { [weak self] confirmed in self?.appended(confirmed, entries) }
+    let record = batch.encoded()
+    pipeline.sent(bytes: record.count)
+    run(.append, keys: keys, args: [Array(g.utf8), record]) { [weak self] reply in
+      self?.confirmAppend(reply) { [weak self] confirmed in
+        guard let self else { return }
+        if self.pipeline.answered(bytes: record.count) { self.server.inputsDrained() }
+        self.appended(confirmed, entries)
+      }
     }
   }
 

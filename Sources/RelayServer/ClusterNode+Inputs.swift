@@ -10,6 +10,7 @@ import EventLoop
 extension ClusterNode: InputLog {
   var takesBorrowedText: Bool { false }
   var acceptsInputs: Bool { isReady }
+  var isBackedUp: Bool { pipeline.isFull }
 
   /// The node's number is in the top bits, so ids are unique across nodes.
   func connectionID(local: UInt64) -> ConnectionID { Replica.connectionID(node: number, local: local) }

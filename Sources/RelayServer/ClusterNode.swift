@@ -67,6 +67,8 @@ final class ClusterNode {
   var onReady: (() -> Void)?
   /// Running totals for `/metrics`.
   var stats = ClusterStats()
+  /// Appends awaiting Redis's answer: backpressure (AppendPipeline.swift).
+  var pipeline = AppendPipeline()
   /// SHA1s of the scripts once `SCRIPT LOAD`ed; nil until then or after `NOSCRIPT`.
   var scriptSHAs: [RedisScript: [UInt8]] = [:]
   /// Appends are failing (OOM, READONLY, timeouts…): not ready until one succeeds.
@@ -93,12 +95,13 @@ final class ClusterNode {
     self.logger = logger
   }
 
-  /// Ready: joined, caught up, and appends succeed — not failing, and none waiting on
-  /// Redis for longer than `stallMs` (a Redis that hangs is as unready as one that refuses).
+  /// Ready: joined, caught up, and appends succeed — not failing, and Redis not
+  /// silent for longer than `stallMs` while it owes a reply (a Redis that hangs is as
+  /// unready as one that refuses; one that answers a deep pipeline is only slow).
   var isReady: Bool {
     guard state == .ready, !appendsFailing else { return false }
-    guard let sent = commands?.oldestPendingSentMs else { return true }
-    return server.loop.nowMs < sent + Self.stallMs
+    guard let since = commands?.silentSinceMs else { return true }
+    return server.loop.nowMs < since + Self.stallMs
   }
 
   static let stallMs: UInt64 = 1_000

@@ -15,6 +15,9 @@ protocol InputLog: AnyObject {
   /// Whether inputs can be taken now (a cluster node: joined, caught up, appends
   /// succeeding).
   var acceptsInputs: Bool { get }
+  /// Inputs are taken faster than they can be logged (a cluster node's appends
+  /// back up behind Redis): the shell stops reading sockets until `inputsDrained`.
+  var isBackedUp: Bool { get }
   /// The core's id for the process-local socket number `local`.
   func connectionID(local: UInt64) -> ConnectionID
   func open(_ conn: ServerConnection)
@@ -34,6 +37,7 @@ final class LocalLog: InputLog {
 
   var takesBorrowedText: Bool { true }
   var acceptsInputs: Bool { true }
+  var isBackedUp: Bool { false }
 
   func connectionID(local: UInt64) -> ConnectionID { ConnectionID(local) }
 

@@ -13,6 +13,8 @@ final class RedisConnection {
   private var parser = RESPParser()
   private var pending = FIFOQueue<(sentMs: UInt64, limitMs: UInt64, reply: (RESPValue?) -> Void)>()
   private var ended = false
+  /// When Redis last answered on this connection (loop ms).
+  private var lastReplyMs: UInt64 = 0
   /// Why the connection ended, when it is known (a TLS failure).
   private(set) var endReason: String?
   /// Runs once when the connection ends for any reason after it was established.
@@ -102,13 +104,17 @@ final class RedisConnection {
     if !tcp.write(RESP.command(args)) { close() }
   }
 
-  /// Ends the connection if the oldest reply is overdue; called from the owner's timer.
-  /// When the oldest reply still awaited was asked for (loop ms), if any.
-  var oldestPendingSentMs: UInt64? { pending.first?.sentMs }
+  /// Since when Redis owes this connection a reply without having said anything
+  /// (loop ms), if a reply is awaited: the later of the oldest request and the last
+  /// reply. A deep pipeline whose replies keep coming is slow behind the node's own
+  /// queue, not a Redis that stopped answering.
+  var silentSinceMs: UInt64? { pending.first.map { max($0.sentMs, lastReplyMs) } }
 
+  /// Ends the connection once Redis has said nothing for the oldest request's limit;
+  /// called from the owner's timer.
   func checkOverdue() {
-    guard let oldest = pending.first else { return }
-    if loop.nowMs > oldest.sentMs + oldest.limitMs { close() }
+    guard let oldest = pending.first, let since = silentSinceMs else { return }
+    if loop.nowMs > since + oldest.limitMs { close() }
   }
 
   func close() {
@@ -120,6 +126,7 @@ final class RedisConnection {
     parser.feed(bytes)
     do {
       while let value = try parser.next() {
+        lastReplyMs = loop.nowMs
         guard let reply = pending.popFirst()?.reply else {
           guard let onPush else { return close() }  // a reply nobody asked for
           onPush(value)

@@ -7,6 +7,8 @@
 // (TCP flow control). A 1 ms timer hands the kept reads back in arrival order, each
 // timer turn again only until the budget, so timers, the flush and new I/O get turns
 // in between. Past `maxDeferredReadBytes` kept, reads are handled at once again.
+// The same keeping is the cluster's backpressure: while the input log is backed up
+// (InputLog.isBackedUp) every read is kept, and the kept ones wait for it to drain.
 import EventLoop
 
 /// Reads kept for a later turn, oldest first.
@@ -25,6 +27,7 @@ extension RelayServer {
   func shouldDeferRead() -> Bool {
     guard deferredReads.bytes < config.maxDeferredReadBytes else { return false }
     if !deferredReads.isEmpty { return true }  // keep arrival order behind kept reads
+    if inputs.isBackedUp { return true }  // backpressure: the socket waits for the log
     return Int64(loop.currentTurnBusyNs / 1_000_000) >= config.turnReadBudgetMs
   }
 
@@ -37,6 +40,11 @@ extension RelayServer {
     armDeferredReads()
   }
 
+  /// The input log drained below its backpressure mark: the kept reads go on.
+  func inputsDrained() {
+    if !deferredReads.isEmpty { armDeferredReads() }
+  }
+
   private func armDeferredReads() {
     if deferredReads.timer == nil { deferredReads.timer = EventLoop.Timer(loop: loop) }
     // 1 ms, not 0: libuv 1.44 reruns a timer restarted with 0 in the same timers pass.
@@ -46,7 +54,7 @@ extension RelayServer {
   /// Hands kept reads back, oldest first, until this turn's budget is spent.
   func handleDeferredReads() {
     let budgetNs = UInt64(max(1, config.turnReadBudgetMs)) * 1_000_000
-    while !deferredReads.isEmpty {
+    while !deferredReads.isEmpty, !inputs.isBackedUp {
       let (conn, bytes) = deferredReads.queue[deferredReads.head]
       deferredReads.queue[deferredReads.head] = (conn, [])
       deferredReads.head += 1
@@ -61,9 +69,9 @@ extension RelayServer {
     if deferredReads.isEmpty {
       deferredReads.queue.removeAll(keepingCapacity: deferredReads.queue.count < 4_096)
       deferredReads.head = 0
-    } else {
+    } else if !inputs.isBackedUp {
       armDeferredReads()
-    }
+    }  // backed up: `inputsDrained` hands them back
   }
 
   func closeDeferredReads() {

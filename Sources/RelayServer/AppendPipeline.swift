@@ -1,0 +1,32 @@
+/// Backpressure on a cluster node's appends (contract §12, "At scale"; docs/cluster.md,
+/// "Backpressure"): the records sent to Redis and not yet answered, counted and
+/// weighed. Past a high mark the node stops reading the sockets that feed its appends
+/// (their reads are kept, RelayServer+Turns.swift, and TCP pushes back on the
+/// clients); once Redis has answered down to a low mark it reads them again. Two
+/// marks, so reading does not flap on and off with every reply.
+struct AppendPipeline: Equatable {
+  var highRecords = 64
+  var lowRecords = 16
+  var highBytes = 512 << 10
+  var lowBytes = 128 << 10
+  private(set) var records = 0
+  private(set) var bytes = 0
+  /// Reading is held back until the pipeline drains below both low marks.
+  private(set) var isFull = false
+
+  mutating func sent(bytes n: Int) {
+    records += 1
+    bytes += n
+    if records >= highRecords || bytes >= highBytes { isFull = true }
+  }
+
+  /// One record answered (or failed). True when this reply drained a full pipeline:
+  /// the kept reads may go on.
+  mutating func answered(bytes n: Int) -> Bool {
+    records = max(0, records - 1)
+    bytes = max(0, bytes - n)
+    guard isFull, records <= lowRecords, bytes <= lowBytes else { return false }
+    isFull = false
+    return true
+  }
+}
