@@ -55,16 +55,19 @@ public final class TLSContext: @unchecked Sendable {
     guard SSL_CTX_check_private_key(ctx) == 1 else { throw TLSError("key_mismatch") }
   }
 
-  /// A client context (Redis over TLS, relay-bots, tests): verifies the server
-  /// against the system's store plus `caFile` (contract §9a `--tls-ca-file`: extra
-  /// roots, not instead of the system's) unless `verify` is false.
-  public init(clientWithCA caFile: String?, verify: Bool = true) throws(TLSError) {
+  /// A client context (relay-bots, Redis over TLS, tests): verifies the server
+  /// against `caFile` (the system's store when nil) unless `verify` is false. With
+  /// `alsoSystemRoots`, `caFile` adds roots to the system's instead of replacing
+  /// them (contract §9a `--tls-ca-file`).
+  public init(clientWithCA caFile: String?, alsoSystemRoots: Bool = false, verify: Bool = true) throws(TLSError) {
     ERR_clear_error()
     guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw TLSError("context") }
     self.ctx = ctx
     guard relay_tls_ctx_harden(ctx, 0) == 1 else { throw TLSError("context") }
     if verify {
-      guard SSL_CTX_set_default_verify_paths(ctx) == 1 else { throw TLSError("ca") }
+      if caFile == nil || alsoSystemRoots {
+        guard SSL_CTX_set_default_verify_paths(ctx) == 1 else { throw TLSError("ca") }
+      }
       if let caFile { guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else { throw TLSError("ca") } }
       SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
     } else {

@@ -87,6 +87,13 @@ extension ClusterNode {
     dropConnections()
   }
 
+  /// Why a connection to Redis could not be made (refused, TLS, a wrong ACL user or
+  /// password): logged like a failing append, at most every few seconds.
+  func connectFailed(_ reason: String) {
+    let (log, held) = appendErrorLog.admit(nowMs: server.loop.nowMs)
+    if log { logger.error("cannot use the Redis connection", metadata: ["reason": "\(reason)", "held": "\(held)"]) }
+  }
+
   // MARK: History after a failover
 
   /// Runs `carryOn` when the log of generation `g` still holds the last record this

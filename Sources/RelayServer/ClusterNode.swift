@@ -147,11 +147,11 @@ final class ClusterNode {
       return lostRedis()
     }
     address.host = ip
-    RedisConnection.open(loop: server.loop, address: address, tls: config.tls, failed: { [weak self] in self?.connectFailed($0) }) {
-      [weak self] commands in
+    let failed: (String) -> Void = { [weak self] in self?.connectFailed($0) }
+    RedisConnection.open(loop: server.loop, address: address, tls: config.tls, failed: failed) { [weak self] commands in
       guard let self, self.state == .connecting else { return commands?.close() ?? () }
       guard let commands else { return self.lostRedis() }
-      RedisConnection.open(loop: self.server.loop, address: address, tls: self.config.tls, failed: { [weak self] in self?.connectFailed($0) }) {
+      RedisConnection.open(loop: self.server.loop, address: address, tls: self.config.tls, failed: failed) {
         [weak self] reader in
         guard let self, self.state == .connecting, commands.isOpen else {
           commands.close()
@@ -169,13 +169,6 @@ final class ClusterNode {
         self.checkRole()
       }
     }
-  }
-
-  /// Why a connection to Redis could not be made (refused, TLS, a wrong ACL user or
-  /// password): logged like a failing append, at most every few seconds.
-  func connectFailed(_ reason: String) {
-    let (log, held) = appendErrorLog.admit(nowMs: server.loop.nowMs)
-    if log { logger.error("cannot use the Redis connection", metadata: ["reason": "\(reason)", "held": "\(held)"]) }
   }
 
   /// An evicting Redis may drop the log or the position counter under a live cluster:

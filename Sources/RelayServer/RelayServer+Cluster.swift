@@ -48,7 +48,7 @@ extension ClusterConfig {
   /// Makes the client TLS context when the URL asks for TLS: the system's roots plus
   /// `caFile` (contract §12, managed Redis). Throws when they cannot be read.
   public mutating func loadTLS(caFile: String?) throws {
-    tls = usesTLS ? try TLSContext(clientWithCA: caFile) : nil
+    tls = usesTLS ? try TLSContext(clientWithCA: caFile, alsoSystemRoots: true) : nil
   }
 }
 
