@@ -224,22 +224,26 @@ async def test_two_devices_one_awake_then_accept_elsewhere(logged_relay):
 
 
 async def test_registration_on_one_node_pushes_once_for_a_call_on_another(cluster):
-    n1, n2, n3 = [cluster.node(*FLAGS, "--log-level", "debug") for _ in range(3)]
+    n1, n2, n3 = [cluster.node(*FLAGS, "--log-level", "debug", "--secret", SECRET) for _ in range(3)]
     logs = [n.log_path for n in (n1, n2, n3)]
-    bob = await hello(n1.ws, "bob", device="phone")
-    assert (await register(bob, "fcm-bob", "fcm"))["type"] == "ok"
-    await bob.close()
-    marker = await hello(n1.ws, "marker", device="m")
+
+    def user(uid: str) -> str:
+        return make_jwt(SECRET, claims(uid))
+
+    # bob's app registers over HTTP on n1 (its socket is not up); the marker user
+    # over a socket on n1.
+    assert http(n1.http, "PUT", "/v1/push/devices/phone", {"token": "fcm-bob", "kind": "fcm"}, user("bob"))[0] == 204
+    marker = await hello(n1.ws, "marker", device="m", token=user("marker"))
     assert (await register(marker, "fcm-marker", "fcm"))["type"] == "ok"
     await marker.close()
-    alice = await hello(n2.ws, "alice")
+    alice = await hello(n2.ws, "alice", token=user("alice"))
     call_id, offline = await call(alice, "bob")
     assert offline == {"type": "call.offline", "callId": call_id, "uid": "bob", "pushed": 1}
     await alice.send({"type": "call.cancel", "id": "x", "callId": call_id})
     await alice.recv_type("ok")
     # Each node rings the marker user from a call of its own: its line shows that node
     # has applied every earlier record, so a duplicate of bob's pushes would be there.
-    callers = [alice, await hello(n1.ws, "carol"), await hello(n3.ws, "dave")]
+    callers = [alice, await hello(n1.ws, "carol", token=user("carol")), await hello(n3.ws, "dave", token=user("dave"))]
     for caller in callers:
         await call(caller, "marker")
     for path in logs:
