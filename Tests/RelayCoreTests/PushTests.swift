@@ -325,3 +325,20 @@ func endedPush(_ kind: String, _ device: String, _ call: String, _ reason: Strin
     }
   }
 }
+
+@Suite struct PushCallerGoneTests {
+  /// §5: the caller's grace ends while the call rings: callees stop with
+  /// `caller_timed_out`, and their pushed devices get that follow-up, every kind.
+  @Test func callerTimedOutReachesEveryKind() {
+    let t = PushHarness { $0.graceMs = 1_000 }
+    t.registerBobAndKill()
+    let (call, _) = t.call()
+    t.h.core.closed(ConnectionID(1), clean: false, at: t.h.now)
+    _ = t.h.out()
+    t.h.advance(1_000)
+    #expect(
+      pushes(t.h.out()) == [
+        endedPush("apns", "phone", call, "caller_timed_out"), endedPush("fcm", "tablet", call, "caller_timed_out"),
+      ])
+  }
+}
