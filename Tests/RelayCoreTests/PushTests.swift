@@ -126,6 +126,18 @@ func endedPush(_ kind: String, _ device: String, _ call: String, _ reason: Strin
     #expect(t.h.core.pushStats.registrations == 2)
   }
 
+  @Test func aTokenBelongsToOneUser() {
+    let t = PushHarness()
+    t.hello(2, uid: "bob", device: "phone")
+    t.register(2, "shared", "fcm")
+    t.hello(3, uid: "carol", device: "phone")  // the same install, signed in as carol
+    t.register(3, "shared", "fcm")
+    #expect(t.h.core.pushRegistrations(of: "bob").isEmpty)
+    #expect(t.h.core.pushRegistrations(of: "carol").map(\.token) == ["shared"])
+    #expect(t.h.core.pushStats.registrations == 1)
+    #expect(!t.h.core.removePushToken(uid: "bob", token: "shared", at: t.h.now))
+  }
+
   @Test func httpActionsAndProviderRemoval() {
     let t = PushHarness()
     let bob = Identity(uid: "bob", name: "Bob")
