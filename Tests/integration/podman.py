@@ -5,7 +5,9 @@ file in the test's own directory, named by environment variables
 images, containers and volumes live in a private store that is deleted at the
 end. The settings are those that work here: `runc` (crun cannot raise
 RLIMIT_NOFILE here and does not run on hybrid cgroups), cgroupfs (no systemd),
-a file events log, no registries to pull from.
+a file events log, no registries to pull from, and a default open-file limit
+no higher than this process's hard limit (podman's own default is above it, and
+any --ulimit flag replaces the defaults).
 
 Images cannot be pulled: the base image, `debian:bookworm-slim`, is made by
 debootstrap (`--variant=minbase`) from the Debian mirror this machine's apt
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import time
@@ -105,9 +108,19 @@ class Podman:
             d.mkdir(parents=True, exist_ok=True)
         (workdir / "storage.conf").write_text(
             f'[storage]\ndriver = "overlay"\ngraphroot = "{self.graphroot}"\nrunroot = "{self.runroot}"\n')
+        # Podman's own defaults raise RLIMIT_NOFILE and RLIMIT_NPROC above the hard
+        # limits that conmon (and so runc) has here, and runc lacks CAP_SYS_RESOURCE to
+        # raise them: open files default to the limit we have, processes to a few
+        # thousand (conmon's limit here is lower than this process's; every service
+        # of the tests runs a handful of threads).
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        nproc = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        nproc = 4096 if nproc == resource.RLIM_INFINITY else min(nproc, 4096)
+        limits = f'"nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"'
         (workdir / "containers.conf").write_text(
             "[containers]\n"
             'netns = "host"\n'
+            f"default_ulimits = [{limits}]\n"
             'log_driver = "k8s-file"\n'
             "[engine]\n"
             'runtime = "runc"\n'
