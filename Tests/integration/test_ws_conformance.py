@@ -221,13 +221,17 @@ def expect_echo_then_close(c: RawClient, echo: bytes, code: int) -> None:
     c.wait_tcp_close()
 
 
+def good_then_bad_in_one_write(port: int, bad: bytes) -> None:
+    """Autobahn's shape for 3.2, 4.1.3, 4.2.3 …, in one write: a good message,
+    the bad frame, then a ping that must never be answered."""
+    with connect(port) as c:
+        c.send(build_frame(OP_TEXT, b"good") + bad + build_frame(OP_PING, b"p"))
+        expect_echo_then_close(c, b"good", 1002)
+
+
 @pytest.mark.parametrize("rsv", [2, 3, 4], ids=lambda r: f"rsv{r:03b}")
 def test_reserved_bits_after_valid_message(srv, rsv):
-    # Autobahn 3.2/3.3 shape in one write: a good message, the bad frame, then a
-    # ping that must never be answered.
-    with connect(srv.port) as c:
-        c.send(build_frame(OP_TEXT, b"good") + build_frame(OP_TEXT, b"bad", rsv=rsv) + build_frame(OP_PING, b"p"))
-        expect_echo_then_close(c, b"good", 1002)
+    good_then_bad_in_one_write(srv.port, build_frame(OP_TEXT, b"bad", rsv=rsv))
 
 
 def test_reserved_bits_on_continuation_are_protocol_error(srv):
@@ -249,10 +253,8 @@ def test_reserved_opcode_is_protocol_error(srv, opcode, payload):
 @pytest.mark.parametrize("opcode", [3, 4, 11, 12])
 @pytest.mark.parametrize("payload", [b"", b"bad"], ids=["empty", "payload"])
 def test_reserved_opcode_after_valid_message(srv, opcode, payload):
-    # Autobahn 4.1.3/4.1.4 (data) and 4.2.3/4.2.4 (control) in one write.
-    with connect(srv.port) as c:
-        c.send(build_frame(OP_TEXT, b"good") + build_frame(opcode, payload) + build_frame(OP_PING, b"p"))
-        expect_echo_then_close(c, b"good", 1002)
+    # Autobahn 4.1.3/4.1.4 (data) and 4.2.3/4.2.4 (control).
+    good_then_bad_in_one_write(srv.port, build_frame(opcode, payload))
 
 
 # -------------------------------------------------------- 5. fragmentation
@@ -341,9 +343,7 @@ def test_continuation_after_complete_message_is_protocol_error(srv):
 
 @pytest.mark.parametrize("fin", [True, False], ids=["fin", "nofin"])
 def test_orphan_continuation_after_valid_message_in_one_write(srv, fin):
-    with connect(srv.port) as c:
-        c.send(build_frame(OP_TEXT, b"good") + build_frame(OP_CONT, b"orphan", fin=fin) + build_frame(OP_PING, b"p"))
-        expect_echo_then_close(c, b"good", 1002)
+    good_then_bad_in_one_write(srv.port, build_frame(OP_CONT, b"orphan", fin=fin))
 
 
 def test_fragmented_message_then_orphan_continuation_in_one_write(srv):
