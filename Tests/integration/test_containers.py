@@ -49,7 +49,8 @@ RELAY_IMAGE = f"localhost/relay-test:{RUN_ID}"
 SERVICES_IMAGE = f"localhost/relay-test-services:{RUN_ID}"
 RELEASE_FLAGS = ["-c", "release", "--static-swift-stdlib", "-Xswiftc", "-enforce-exclusivity=unchecked"]
 READY_WITHIN_S = 60.0
-# Debian's minbase without documentation (~80 MB), libuv and OpenSSL, the relay (~17 MB).
+# Debian's minbase without documentation, libuv, OpenSSL and the stripped relay; a copied
+# Swift runtime or toolchain would not fit (figures: Benchmarks/results/containers.md).
 MAX_IMAGE_BYTES = 120 * 1024 * 1024
 FIGURES: dict[str, object] = {}
 
