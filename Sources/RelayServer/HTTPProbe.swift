@@ -1,9 +1,9 @@
 import EventLoop
 
-/// `relay probe URL`: one bounded HTTP GET, for container health checks that must
-/// work in an image with no curl and no shell (docker/Dockerfile's HEALTHCHECK, a
-/// Kubernetes exec probe). It reuses the webhook's HTTP attempt: plain HTTP, an IP
-/// literal or `localhost`, the status line only.
+/// `relay probe URL`: one bounded HTTP GET, for container health checks in an image
+/// with no curl, run without a shell (docker/Dockerfile's HEALTHCHECK, an exec probe).
+/// It reuses the webhook's HTTP attempt: plain HTTP, an IP literal or `localhost`, the
+/// status line only.
 public enum HTTPProbe {
   /// The status code of `GET url`, or a reason it could not be had within `timeoutMs`.
   public static func get(_ url: String, timeoutMs: UInt64) -> Result<Int, ProbeFailure> {
