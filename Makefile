@@ -28,6 +28,15 @@ test: test-deps
 	$(SWIFT) test
 	RELAY_BIN=$(CURDIR)/.build/debug/relay python3 -m pytest -q -c Tests/integration/pytest.ini Tests/integration
 
+# The container image and the compose cluster, with podman (Tests/integration/test_containers.py,
+# also run by `make test`): a release binary with the Swift runtime linked in
+# (--static-swift-stdlib), a debootstrapped base image cached in .build/containers/.
+.PHONY: test-containers
+test-containers: test-deps
+	$(SWIFT) build $(RELEASE_FLAGS) --static-swift-stdlib --product relay
+	RELAY_IMAGE_BIN=$$($(SWIFT) build $(RELEASE_FLAGS) --static-swift-stdlib --show-bin-path)/relay \
+	  python3 -m pytest -q -c Tests/integration/pytest.ini Tests/integration/test_containers.py Tests/integration/test_deploy_files.py
+
 unit:
 	$(SWIFT) test
 

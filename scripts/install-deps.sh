@@ -15,6 +15,9 @@ apt_pkgs=(libuv1-dev libssl-dev pkg-config)
 # redis-server, redis-sentinel, haproxy, faketime: the cluster tests (faketime runs a node
 # with a skewed wall clock); npm + node-typescript: the JS client's package and type checks.
 [ $want_test -eq 1 ] && apt_pkgs+=(node-ws nodejs redis-server redis-sentinel haproxy faketime chromium chromium-driver npm node-typescript)
+# podman (rootful, with runc: crun fails here) + debootstrap: the container tests build
+# docker/Dockerfile on a debootstrapped base image (Tests/integration/test_containers.py).
+[ $want_test -eq 1 ] && apt_pkgs+=(podman runc conmon netavark catatonit debootstrap uidmap slirp4netns fuse-overlayfs binutils)
 
 missing=()
 for p in "${apt_pkgs[@]}"; do

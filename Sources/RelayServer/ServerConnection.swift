@@ -123,10 +123,15 @@ final class ServerConnection: TCPConnectionDelegate {
   }
 
   /// A WebSocket that may still get data and pings: not after our close frame
-  /// (RFC 6455 §5.5.1).
+  /// (RFC 6455 §5.5.1). Decided by the connection's state, not the codec's: a read
+  /// is decoded whole before its events are handled, so the codec may already have
+  /// failed on a later frame while the messages before it are still being answered
+  /// (§5.4, §7.1.7: frames are processed in order; the close frame is one of the
+  /// read's events and is sent after them). Every codec close reaches `state` through
+  /// those events (`.closed`) or through `close` / `slowConsumer`.
   var acceptsFrames: Bool {
-    guard case .open = state else { return false }
-    return ws.state == .open
+    if case .open = state { return true }
+    return false
   }
 
   /// Still reading its request head or body (subject to `--head-timeout`).

@@ -183,6 +183,26 @@ private func isClosed(_ events: [WebSocketEvent], code: UInt16) -> Bool {
     }
   }
 
+  @Test("a message and a bad frame in one read: the message is answered, then the close 1002 (RFC 6455 §5.4)")
+  func messageBeforeViolationInOneRead() throws {
+    try withServer { net in
+      let echo = Peer(net)
+      echo.upgrade(path: "/v1/echo", protocols: [])
+      echo.deliver(echo.ws.encode(.text, Array("good".utf8)) + [0x83, 0x80, 0, 0, 0, 0])  // opcode 3: reserved
+      let echoed = echo.events()
+      #expect(echoed.first == .text(Array("good".utf8)), "\(echoed)")
+      #expect(isClosed(echoed, code: CloseCode.protocolError))
+      let relay = Peer(net)
+      relay.upgrade()
+      let hello = #"{"type":"hello","id":"h","dev":{"uid":"alice","name":"alice"}}"#
+      relay.deliver(relay.ws.encode(.text, Array(hello.utf8)) + [0xC1, 0x80, 0, 0, 0, 0])  // RSV1 set
+      let answered = relay.events()
+      guard case .text(let welcome) = answered.first else { Issue.record("no welcome first: \(answered)"); return }
+      #expect(String(decoding: welcome, as: UTF8.self).contains(#""type":"welcome""#))
+      #expect(isClosed(answered, code: CloseCode.protocolError))
+    }
+  }
+
   @Test("a peer that stops reading is closed 4008 after the frames already begun, and is lost, not gone")
   func slowConsumer() throws {
     try withServer({ $0.maxOutboundBytes = 4_096 }) { net in

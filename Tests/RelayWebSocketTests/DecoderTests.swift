@@ -164,6 +164,33 @@ let bigSplits: [Split] = [.whole, .random(seed: 11), .random(seed: 12)]
     expectFailure(got, code: 1002)
   }
 
+  /// RFC 6455 §5.4, §7.1.7: frames are processed in order, so a complete message
+  /// before a bad frame in the same buffer is delivered, then the connection fails
+  /// (the Autobahn 3.2, 4.1.3, 4.2.3 and 5.15 shapes), whatever the split.
+  @Test(arguments: [
+    frame(0x1, Array("bad".utf8), rsv: 2),
+    frame(0x5, Array("bad".utf8)),
+    frame(0xB, []),
+    frame(0x0, Array("orphan".utf8), fin: false),
+  ])
+  func messagesBeforeAViolationInTheSameBufferAreDelivered(bad: [UInt8]) {
+    let input = frame(0x1, Array("good".utf8)) + bad + frame(0x9, Array("p".utf8))
+    let got = events(input)
+    #expect(got.first == .text(Array("good".utf8)))
+    #expect(got.count == 3, "\(got)")  // the message, the close frame, closed: no pong
+    expectFailure(got, code: 1002)
+  }
+
+  @Test func fragmentedMessageThenOrphanContinuationInOneBuffer() {
+    let input =
+      frame(0x1, Array("frag".utf8), fin: false) + frame(0x0, Array("ment1".utf8))
+      + frame(0x0, Array("orphan".utf8), fin: false) + frame(0x1, Array("never".utf8))
+    let got = events(input)
+    #expect(got.first == .text(Array("fragment1".utf8)))
+    #expect(got.count == 3, "\(got)")
+    expectFailure(got, code: 1002)
+  }
+
   // MARK: Limits
 
   @Test func messageAtTheLimitIsDelivered() {

@@ -207,26 +207,31 @@ def test_reserved_bits_on_other_frames_are_protocol_error(srv, opcode):
         c.expect_close(1002)
 
 
-def expect_close_after_optional_echo(c: RawClient, echo: bytes, code: int) -> None:
-    """Read until a close frame: at most the echo of `echo` may come first (the
-    frames were sent in one write, so the server may fail the connection before
-    echoing; Autobahn calls that non-strict but fine), never a pong."""
+def expect_echo_then_close(c: RawClient, echo: bytes, code: int) -> None:
+    """The echo of `echo`, then a close frame with `code`, and nothing between
+    (never a pong). RFC 6455 §5.4, §7.1.7: frames are processed in order, so a
+    complete message before the bad frame is delivered even when both arrive
+    in one TCP segment (Autobahn counts closing without it as non-strict)."""
     f = c.recv_frame()
-    if f.opcode == OP_TEXT:
-        assert (f.fin, f.payload) == (True, echo), f
-        f = c.recv_frame()
+    assert (f.opcode, f.fin, f.payload) == (OP_TEXT, True, echo), f"expected the echo of {echo!r} first, got {f!r}"
+    f = c.recv_frame()
     assert f.opcode == OP_CLOSE, f"expected close {code}, got {f!r}"
     assert f.close_code == code, f"expected close code {code}, got {f.close_code} ({f.close_reason!r})"
     c.send_close(code)
     c.wait_tcp_close()
 
 
-def test_reserved_bits_after_valid_message(srv):
-    # Autobahn 3.x shape: a good message, then the bad frame, then a ping that
-    # must never be answered.
-    with connect(srv.port) as c:
-        c.send(build_frame(OP_TEXT, b"good") + build_frame(OP_TEXT, b"bad", rsv=2) + build_frame(OP_PING, b"p"))
-        expect_close_after_optional_echo(c, b"good", 1002)
+def good_then_bad_in_one_write(port: int, bad: bytes) -> None:
+    """Autobahn's shape for 3.2, 4.1.3, 4.2.3 …, in one write: a good message,
+    the bad frame, then a ping that must never be answered."""
+    with connect(port) as c:
+        c.send(build_frame(OP_TEXT, b"good") + bad + build_frame(OP_PING, b"p"))
+        expect_echo_then_close(c, b"good", 1002)
+
+
+@pytest.mark.parametrize("rsv", [2, 3, 4], ids=lambda r: f"rsv{r:03b}")
+def test_reserved_bits_after_valid_message(srv, rsv):
+    good_then_bad_in_one_write(srv.port, build_frame(OP_TEXT, b"bad", rsv=rsv))
 
 
 def test_reserved_bits_on_continuation_are_protocol_error(srv):
@@ -245,11 +250,11 @@ def test_reserved_opcode_is_protocol_error(srv, opcode, payload):
         c.expect_close(1002)
 
 
-@pytest.mark.parametrize("opcode", [3, 11])
-def test_reserved_opcode_after_valid_message(srv, opcode):
-    with connect(srv.port) as c:
-        c.send(build_frame(OP_TEXT, b"good") + build_frame(opcode, b"bad") + build_frame(OP_PING, b"p"))
-        expect_close_after_optional_echo(c, b"good", 1002)
+@pytest.mark.parametrize("opcode", [3, 4, 11, 12])
+@pytest.mark.parametrize("payload", [b"", b"bad"], ids=["empty", "payload"])
+def test_reserved_opcode_after_valid_message(srv, opcode, payload):
+    # Autobahn 4.1.3/4.1.4 (data) and 4.2.3/4.2.4 (control).
+    good_then_bad_in_one_write(srv.port, build_frame(opcode, payload))
 
 
 # -------------------------------------------------------- 5. fragmentation
@@ -333,6 +338,31 @@ def test_continuation_after_complete_message_is_protocol_error(srv):
         c.send_frame(OP_TEXT, b"complete")
         assert c.recv_message() == (OP_TEXT, b"complete")
         c.send_frame(OP_CONT, b"late", fin=True)
+        c.expect_close(1002)
+
+
+@pytest.mark.parametrize("fin", [True, False], ids=["fin", "nofin"])
+def test_orphan_continuation_after_valid_message_in_one_write(srv, fin):
+    good_then_bad_in_one_write(srv.port, build_frame(OP_CONT, b"orphan", fin=fin))
+
+
+def test_fragmented_message_then_orphan_continuation_in_one_write(srv):
+    # Autobahn 5.15: a message in two fragments, a continuation with nothing to
+    # continue, then a text message, all in one chop: the first is delivered.
+    with connect(srv.port) as c:
+        c.send(build_frame(OP_TEXT, b"fragment1", fin=False) + build_frame(OP_CONT, b"fragment2", fin=True)
+               + build_frame(OP_CONT, b"fragment3", fin=False) + build_frame(OP_TEXT, b"fragment4"))
+        expect_echo_then_close(c, b"fragment1fragment2", 1002)
+
+
+def test_command_answered_before_bad_frame_closes_in_one_write(relay):
+    # /v1/ws keeps the order too: the reply to a command in the same write as a
+    # bad frame is sent before the close 1002.
+    hello = b'{"type":"hello","id":"h","dev":{"uid":"alice","name":"Alice"}}'
+    with connect(relay.port, path="/v1/ws", protocols=["relay.v1"]) as c:
+        c.send(build_frame(OP_TEXT, hello) + build_frame(OP_TEXT, b"bad", rsv=1))
+        f = c.recv_frame()
+        assert f.opcode == OP_TEXT and b'"type":"welcome"' in f.payload, f
         c.expect_close(1002)
 
 
