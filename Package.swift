@@ -126,7 +126,7 @@ let package = Package(
     .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "TestSupport"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
-    .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "EventLoop", "TestSupport"]),
+    .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "EventLoop", "TestSupport"], exclude: ["Fixtures"]),
     .testTarget(
       name: "RelayServerTests",
       dependencies: [
