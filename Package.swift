@@ -68,6 +68,7 @@ let package = Package(
       name: "RelayServer",
       dependencies: [
         "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
+        "OutboundHTTP",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -131,6 +132,7 @@ let package = Package(
       name: "RelayServerTests",
       dependencies: [
         "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "RelayCrypto", "TestSupport",
+        "OutboundHTTP",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol"]),

@@ -39,7 +39,7 @@ enum TidyTable {
     "RelayServer": .shell(
       libc.union([
         "EventLoop", "RelayCrypto", "RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore",
-        "RelayCluster", "Logging", "Metrics", "CoreMetrics", "Prometheus",
+        "RelayCluster", "OutboundHTTP", "Logging", "Metrics", "CoreMetrics", "Prometheus",
       ])),
     "RelayClient": .shell(
       libc.union([
