@@ -38,7 +38,7 @@ final class Transfer {
   }
 
   /// Sets every option of the request on the easy handle.
-  func configure(_ request: HTTPRequest, settings: HTTPClientSettings, trust: TrustBundle?) throws {
+  func configure(_ request: HTTPRequest, settings: HTTPClientSettings, trust: TrustRoots?) throws {
     let me = Unmanaged.passUnretained(self).toOpaque()
     var ok = relay_curl_easy_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer) == CURLE_OK
     func set(_ option: CURLoption, _ value: Int) { ok = ok && relay_curl_easy_long(easy, option, value) == CURLE_OK }
@@ -59,6 +59,11 @@ final class Transfer {
     set(CURLOPT_DNS_CACHE_TIMEOUT, 0)
     set(CURLOPT_TCP_KEEPALIVE, 1)
     set(CURLOPT_MAXFILESIZE_LARGE, maxResponseBytes)
+    // The system roots from the bundle file only, not also the hashed directory
+    // (Debian's build sets both; they hold the same certificates): libcurl caches
+    // the store built from a bundle file alone (CURLOPT_CA_CACHE_TIMEOUT), and
+    // otherwise parses every root again for each new connection, on the loop thread.
+    ok = ok && relay_curl_easy_ptr(easy, CURLOPT_CAPATH, nil) == CURLE_OK
     if request.preferHTTP2 {
       set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
       set(CURLOPT_PIPEWAIT, 1)
@@ -72,7 +77,10 @@ final class Transfer {
     ok = ok && relay_curl_easy_ptr(easy, CURLOPT_WRITEDATA, me) == CURLE_OK
     ok = ok && relay_curl_easy_data_cb(easy, CURLOPT_HEADERFUNCTION, headerCallback) == CURLE_OK
     ok = ok && relay_curl_easy_ptr(easy, CURLOPT_HEADERDATA, me) == CURLE_OK
-    if let trust { ok = ok && relay_curl_easy_blob(easy, CURLOPT_CAINFO_BLOB, trust.blob) == CURLE_OK }
+    if let trust {
+      ok = ok && relay_curl_easy_ssl_ctx_cb(easy, addTrustRoots) == CURLE_OK
+      ok = ok && relay_curl_easy_ptr(easy, CURLOPT_SSL_CTX_DATA, Unmanaged.passUnretained(trust).toOpaque()) == CURLE_OK
+    }
     guard ok else { throw HTTPFailure(kind: .other, message: "request not accepted by libcurl: \(lastError)") }
   }
 
