@@ -39,6 +39,8 @@ final class Transfer {
 
   /// Sets every option of the request on the easy handle.
   func configure(_ request: HTTPRequest, settings: HTTPClientSettings, trust: TrustRoots?) throws {
+    // libcurl takes C strings: a NUL would cut the URL short instead of failing.
+    guard !request.url.utf8.contains(0) else { throw HTTPFailure(kind: .other, message: "NUL in the URL") }
     let me = Unmanaged.passUnretained(self).toOpaque()
     var ok = relay_curl_easy_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer) == CURLE_OK
     func set(_ option: CURLoption, _ value: Int) { ok = ok && relay_curl_easy_long(easy, option, value) == CURLE_OK }
@@ -105,8 +107,10 @@ final class Transfer {
     var list: UnsafeMutablePointer<curl_slist>?
     var hasExpect = false
     for (name, value) in headers {
-      // libcurl sends each entry as one line: a CR or LF would split it.
-      guard !name.isEmpty, !(name + value).contains(where: { $0 == "\r" || $0 == "\n" }) else { continue }
+      // libcurl sends each entry as one C string on one line: a CR or LF would split
+      // it, a NUL cut it short.
+      guard !name.isEmpty, !(name + value).unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" })
+      else { continue }
       if name.lowercased() == "expect" { hasExpect = true }
       list = curl_slist_append(list, "\(name): \(value)")
     }

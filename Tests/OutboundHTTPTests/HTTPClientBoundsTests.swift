@@ -120,6 +120,29 @@ import Testing
     #expect(run.client.tally.live == 0)
   }
 
+  @Test func completionsNeverRunInsideSend() throws {
+    let server = try TestServer("http1")
+    defer { server.stop() }
+    let run = try ClientRun()
+    var returned = 0
+    var results: [HTTPResult] = []
+    // A scheme libcurl refuses (only http and https are allowed), a request that
+    // cannot even be set up (a NUL in the URL), and an ordinary one.
+    for url in ["ftp://127.0.0.1:\(server.port)/x", "http://127.0.0.1:\(server.port)/a\u{0}b", "http://127.0.0.1:\(server.port)/"] {
+      let before = returned
+      let accepted = run.client.send(HTTPRequest(method: "GET", url: url)) { result in
+        #expect(returned > before, "completion ran inside send")
+        results.append(result)
+        if results.count == 3 { run.client.close() }
+      }
+      #expect(accepted)
+      returned += 1
+    }
+    run.run()
+    #expect(results.count == 3)
+    #expect(results.filter { $0.failureKind != nil }.count == 2)
+  }
+
   @Test func resolveFailureIsReported() throws {
     let run = try ClientRun()
     var result: HTTPResult?
