@@ -41,6 +41,10 @@ final class Transfer {
   func configure(_ request: HTTPRequest, settings: HTTPClientSettings, trust: TrustRoots?) throws {
     // libcurl takes C strings: a NUL would cut the URL short instead of failing.
     guard !request.url.utf8.contains(0) else { throw HTTPFailure(kind: .other, message: "NUL in the URL") }
+    // The method goes on the request line as it is (RFC 9110 §9.1: a token).
+    guard !request.method.isEmpty, request.method.utf8.allSatisfy({ (0x41...0x5A).contains($0) || $0 == 0x2D }) else {
+      throw HTTPFailure(kind: .other, message: "method \(request.method) is not an upper-case token")
+    }
     let me = Unmanaged.passUnretained(self).toOpaque()
     var ok = relay_curl_easy_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer) == CURLE_OK
     func set(_ option: CURLoption, _ value: Int) { ok = ok && relay_curl_easy_long(easy, option, value) == CURLE_OK }
@@ -87,7 +91,7 @@ final class Transfer {
   }
 
   private func setMethod(_ request: HTTPRequest, _ ok: inout Bool) {
-    let method = request.method.uppercased()
+    let method = request.method
     if method == "GET", request.body.isEmpty {
       ok = ok && relay_curl_easy_long(easy, CURLOPT_HTTPGET, 1) == CURLE_OK
       return

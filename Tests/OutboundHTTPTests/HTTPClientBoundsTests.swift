@@ -126,21 +126,24 @@ import Testing
     let run = try ClientRun()
     var returned = 0
     var results: [HTTPResult] = []
-    // A scheme libcurl refuses (only http and https are allowed), a request that
-    // cannot even be set up (a NUL in the URL), and an ordinary one.
-    for url in ["ftp://127.0.0.1:\(server.port)/x", "http://127.0.0.1:\(server.port)/a\u{0}b", "http://127.0.0.1:\(server.port)/"] {
+    // A scheme libcurl refuses (only http and https are allowed), requests that
+    // cannot even be set up (a NUL in the URL, a method that would inject a header
+    // line), and an ordinary one.
+    let base = "http://127.0.0.1:\(server.port)"
+    let cases = [("GET", "ftp://127.0.0.1:\(server.port)/x"), ("GET", "\(base)/a\u{0}b"), ("GET\r\nX-A: 1", base), ("GET", base)]
+    for (method, url) in cases {
       let before = returned
-      let accepted = run.client.send(HTTPRequest(method: "GET", url: url)) { result in
+      let accepted = run.client.send(HTTPRequest(method: method, url: url)) { result in
         #expect(returned > before, "completion ran inside send")
         results.append(result)
-        if results.count == 3 { run.client.close() }
+        if results.count == 4 { run.client.close() }
       }
       #expect(accepted)
       returned += 1
     }
     run.run()
-    #expect(results.count == 3)
-    #expect(results.filter { $0.failureKind != nil }.count == 2)
+    #expect(results.count == 4)
+    #expect(results.filter { $0.failureKind != nil }.count == 3)
   }
 
   @Test func resolveFailureIsReported() throws {
