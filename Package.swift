@@ -43,6 +43,10 @@ let package = Package(
     .systemLibrary(
       name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
     .target(name: "CRelayShims", dependencies: ["CLibUV", "COpenSSL"]),
+    // libcurl (OpenSSL flavour, HTTP/2 through nghttp2) with typed wrappers of its
+    // variadic setopt/getinfo calls.
+    .systemLibrary(
+      name: "CLibCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
     // Pure layer: no libuv, no OpenSSL, no clock, no unseeded randomness. Each target
     // lists exactly the local targets its files import.
@@ -57,10 +61,15 @@ let package = Package(
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims", "RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayPrimitives"], swiftSettings: strict),
+    // Outbound HTTP/1.1 and HTTP/2 (webhooks, push providers): libcurl's multi socket
+    // interface on the relay's loop.
+    .target(
+      name: "OutboundHTTP", dependencies: ["CLibCurl", "COpenSSL", "EventLoop", "RelayPrimitives"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [
         "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
+        "OutboundHTTP",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -119,10 +128,12 @@ let package = Package(
     .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "TestSupport"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
+    .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "EventLoop", "TestSupport"], exclude: ["Fixtures"]),
     .testTarget(
       name: "RelayServerTests",
       dependencies: [
         "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "RelayCrypto", "TestSupport",
+        "OutboundHTTP",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol"]),

@@ -1,31 +1,33 @@
 import EventLoop
+import OutboundHTTP
 
 /// `relay probe URL`: one bounded HTTP GET, for container health checks in an image
 /// with no curl, run without a shell (docker/Dockerfile's HEALTHCHECK, an exec probe).
-/// It reuses the webhook's HTTP attempt: plain HTTP, an IP literal or `localhost`, the
-/// status line only.
+/// It goes through the relay's own outbound HTTP client (OutboundHTTP), on a loop of
+/// its own that ends with the request.
 public enum HTTPProbe {
   /// The status code of `GET url`, or a reason it could not be had within `timeoutMs`.
   public static func get(_ url: String, timeoutMs: UInt64) -> Result<Int, ProbeFailure> {
-    guard let endpoint = WebhookEndpoint.parse(url) else {
-      return .failure(ProbeFailure(reason: "not an http://HOST[:PORT]/PATH URL: \(url)"))
-    }
-    let request =
-      "GET \(endpoint.path) HTTP/1.1\r\nHost: \(endpoint.authority)\r\n"
-      + "User-Agent: relay-probe\r\nConnection: close\r\n\r\n"
-    var settings = WebhookSettings()
-    settings.connectTimeoutMs = timeoutMs
-    settings.responseTimeoutMs = timeoutMs
+    if let why = HTTPClient.checkURL(url) { return .failure(ProbeFailure(reason: why)) }
     let loop = Loop()
     defer { loop.close() }
-    var outcome = WebhookAttemptResult.failed("no answer")
-    let attempt = WebhookAttempt(loop: loop, request: Array(request.utf8), settings: settings) { outcome = $0 }
-    attempt.start(endpoint)
-    loop.run()
-    switch outcome {
-    case .status(let code): return .success(code)
-    case .failed(let why): return .failure(ProbeFailure(reason: why))
+    let client: HTTPClient
+    do {
+      client = try HTTPClient(loop: loop, settings: HTTPClientSettings(maxInFlight: 1, connectTimeoutMs: Int(timeoutMs)))
+    } catch {
+      return .failure(ProbeFailure(reason: "\(error)"))
     }
+    var outcome: Result<Int, ProbeFailure> = .failure(ProbeFailure(reason: "no answer"))
+    let request = HTTPRequest(method: "GET", url: url, headers: [("User-Agent", "relay-probe")], timeoutMs: Int(timeoutMs))
+    let started = client.send(request) { result in
+      switch result {
+      case .response(let status, _, _): outcome = .success(status)
+      case .failure(let failure): outcome = .failure(ProbeFailure(reason: failure.message))
+      }
+      client.close()
+    }
+    if started { loop.run() } else { client.close() }
+    return outcome
   }
 }
 

@@ -53,6 +53,9 @@ public struct ServerConfig: Sendable {
   public var drainTimeoutMs: Int64 = 10_000
   public var webhookURL: String?
   public var webhookSecret: String?
+  /// `--tls-ca-file`: PEM trust roots added to the system's for every outbound TLS
+  /// connection (webhooks, push providers).
+  public var tlsCAFile: String?
   public var core: CoreConfig
   /// `--tls-cert` / `--tls-key` (PEM): with both, the listener speaks TLS only.
   public var tlsCertFile: String?

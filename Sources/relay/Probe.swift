@@ -6,9 +6,9 @@ import RelayServer
 /// `/readyz` (protocol/ §12): the image carries no curl, and an exec probe needs no shell.
 struct Probe: ParsableCommand {
   static let configuration = CommandConfiguration(
-    abstract: "GET an http:// URL (default: /readyz of RELAY_LISTEN); exit 0 on status 200.")
+    abstract: "GET a URL (default: /readyz of RELAY_LISTEN); exit 0 on status 200.")
 
-  @Argument(help: "http://HOST[:PORT]/PATH, HOST an IP literal or localhost.") var url: String?
+  @Argument(help: "http:// or https:// URL (trust: the system's roots).") var url: String?
   @Option(help: "Connect and response timeout in ms.") var timeout: UInt64 = 2_000
 
   func run() throws {

@@ -48,12 +48,10 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("hello-timeout"), help: "ms") var helloTimeout: Int?
   @Option(name: .customLong("webhook-url")) var webhookURL: String?
   @Option(name: .customLong("webhook-secret")) var webhookSecret: String?
+  @Option(name: .customLong("tls-ca-file"), help: "PEM trust roots added to the system's for outbound TLS (webhooks, push, rediss://).")
+  var tlsCAFile: String?
   @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve wss:// and https:// only.") var tlsCert: String?
   @Option(name: .customLong("tls-key"), help: "PEM private key (ECDSA or RSA) of --tls-cert.") var tlsKey: String?
-  @Option(
-    name: .customLong("tls-ca-file"),
-    help: "PEM file of extra trust roots for outbound TLS (webhooks, push, rediss://), beside the system's."
-  ) var tlsCAFile: String?
   @Option(
     help:
       "redis[s]://[[USER]:PASSWORD@]HOST:PORT[/DB] or redis[s]+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER[/DB][?sentinel_user=U&sentinel_password=P]: run as a node of a cluster sharing this Redis."

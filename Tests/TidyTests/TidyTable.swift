@@ -35,10 +35,11 @@ enum TidyTable {
     "EventLoop": .shell(libc.union(["CLibUV", "CRelayShims", "RelayPrimitives"])),
     "RelayCrypto": .shell(
       libc.union(["COpenSSL", "CRelayShims", "RelayPrimitives"])),
+    "OutboundHTTP": .shell(libc.union(["CLibCurl", "COpenSSL", "EventLoop", "RelayPrimitives"])),
     "RelayServer": .shell(
       libc.union([
         "EventLoop", "RelayCrypto", "RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore",
-        "RelayCluster", "Logging", "Metrics", "CoreMetrics", "Prometheus",
+        "RelayCluster", "OutboundHTTP", "Logging", "Metrics", "CoreMetrics", "Prometheus",
       ])),
     "RelayClient": .shell(
       libc.union([
