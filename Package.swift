@@ -116,7 +116,7 @@ let package = Package(
     .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"]),
-    .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "TestSupport"]),
+    .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "RelayProtocol", "RelayPrimitives", "TestSupport"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
     .testTarget(
