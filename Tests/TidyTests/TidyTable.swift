@@ -31,6 +31,7 @@ enum TidyTable {
     "RelayCore": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol"]),
     "RelayCluster": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore"]),
     "RelayClientCore": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol"]),
+    "RelayPush": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore"]),
 
     "EventLoop": .shell(libc.union(["CLibUV", "CRelayShims", "RelayPrimitives"])),
     "RelayCrypto": .shell(
