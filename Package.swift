@@ -43,6 +43,10 @@ let package = Package(
     .systemLibrary(
       name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
     .target(name: "CRelayShims", dependencies: ["CLibUV", "COpenSSL"]),
+    // libcurl (OpenSSL flavour, HTTP/2 through nghttp2) with typed wrappers of its
+    // variadic setopt/getinfo calls.
+    .systemLibrary(
+      name: "CLibCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
     // Pure layer: no libuv, no OpenSSL, no clock, no unseeded randomness. Each target
     // lists exactly the local targets its files import.
@@ -60,6 +64,9 @@ let package = Package(
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims", "RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayPrimitives"], swiftSettings: strict),
+    // Outbound HTTP/1.1 and HTTP/2 (webhooks, push providers): libcurl's multi socket
+    // interface on the relay's loop.
+    .target(name: "OutboundHTTP", dependencies: ["CLibCurl", "EventLoop", "RelayPrimitives"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [
@@ -123,6 +130,7 @@ let package = Package(
     .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "RelayProtocol", "RelayPrimitives", "TestSupport"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
+    .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "EventLoop", "TestSupport"]),
     .testTarget(
       name: "RelayServerTests",
       dependencies: [
