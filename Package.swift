@@ -71,6 +71,7 @@ let package = Package(
       name: "RelayServer",
       dependencies: [
         "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
+        "OutboundHTTP", "RelayPush",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -95,7 +96,7 @@ let package = Package(
     .executableTarget(
       name: "relay",
       dependencies: [
-        "RelayServer", "RelayCore", "RelayProtocol", "RelayPrimitives", "EventLoop",
+        "RelayServer", "RelayCore", "RelayProtocol", "RelayPrimitives", "EventLoop", "RelayPush",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Logging", package: "swift-log"),
       ],

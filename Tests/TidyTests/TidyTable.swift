@@ -40,7 +40,7 @@ enum TidyTable {
     "RelayServer": .shell(
       libc.union([
         "EventLoop", "RelayCrypto", "RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore",
-        "RelayCluster", "Logging", "Metrics", "CoreMetrics", "Prometheus",
+        "RelayCluster", "Logging", "Metrics", "CoreMetrics", "Prometheus", "OutboundHTTP", "RelayPush",
       ])),
     "RelayClient": .shell(
       libc.union([
@@ -50,7 +50,7 @@ enum TidyTable {
     "relay": .shell(
       libc.union([
         "RelayServer", "RelayCrypto", "RelayCore", "RelayProtocol", "RelayWebSocket", "RelayPrimitives",
-        "EventLoop", "ArgumentParser", "Logging",
+        "EventLoop", "ArgumentParser", "Logging", "RelayPush",
       ])),
     "relay-bots": .shell(
       libc.union([
