@@ -25,6 +25,8 @@ public final class HTTPClient {
   private let trust: TrustBundle?
   public private(set) var inFlightBytes = 0
   private var closed = false
+  /// Transfer objects alive (the leak check of the tests).
+  let tally = TransferTally()
 
   public init(loop: Loop, settings: HTTPClientSettings) throws {
     try Curl.globalInit()
@@ -60,7 +62,8 @@ public final class HTTPClient {
     guard !closed, let multi, inFlight < settings.maxInFlight,
       inFlightBytes + request.body.count <= settings.maxInFlightBytes
     else { return false }
-    let transfer = Transfer(request: request, maxResponseBytes: settings.maxResponseBytes, completion: completion)
+    let transfer = Transfer(
+      request: request, maxResponseBytes: settings.maxResponseBytes, tally: tally, completion: completion)
     inFlightBytes += transfer.bodyBytes
     do {
       try transfer.configure(request, settings: settings, trust: trust)

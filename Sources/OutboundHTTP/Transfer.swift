@@ -17,20 +17,24 @@ final class Transfer {
   private(set) var body: [UInt8] = []
   /// The write callback refused bytes past `maxResponseBytes`.
   private var overflowed = false
+  private let tally: TransferTally
 
-  init(request: HTTPRequest, maxResponseBytes: Int, completion: @escaping (HTTPResult) -> Void) {
+  init(request: HTTPRequest, maxResponseBytes: Int, tally: TransferTally, completion: @escaping (HTTPResult) -> Void) {
     // curl_easy_init fails only without memory, and then nothing else would work either.
     guard let easy = curl_easy_init() else { preconditionFailure("curl_easy_init failed") }
     self.easy = easy
     bodyBytes = request.body.count
     self.maxResponseBytes = maxResponseBytes
     self.completion = completion
+    self.tally = tally
+    tally.live += 1
     errorBuffer[0] = 0
   }
 
   deinit {
     release()
     errorBuffer.deallocate()
+    tally.live -= 1
   }
 
   /// Sets every option of the request on the easy handle.
@@ -151,7 +155,7 @@ final class Transfer {
   /// line starts a new header block (an interim 1xx answer came first).
   fileprivate func headerLine(_ bytes: UnsafeRawBufferPointer) {
     var line = Substring(String(decoding: bytes, as: UTF8.self))
-    while let last = line.last, last == "\r" || last == "\n" { line = line.dropLast() }
+    while let last = line.last, last.isNewline { line = line.dropLast() }  // "\r\n" is one Character
     if line.hasPrefix("HTTP/") {
       headers.removeAll()
       return
@@ -163,6 +167,11 @@ final class Transfer {
 
 @available(*, unavailable)
 extension Transfer: Sendable {}
+
+/// Transfers of one client not yet freed: the tests' leak check.
+final class TransferTally {
+  var live = 0
+}
 
 private func writeCallback(
   _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ owner: UnsafeMutableRawPointer?

@@ -40,7 +40,7 @@ struct PushRegistry {
     list.removeAll { $0.device == device }
     for k in list.indices { list[k].tokens.removeAll { $0.token == token.token } }
     list.removeAll { $0.tokens.isEmpty }
-    entry.tokens.removeAll { $0.kind == token.kind }
+    entry.tokens.removeAll { $0.kind == token.kind || $0.token == token.token }
     entry.tokens.append(token)
     entry.tokens.sort { Self.rank($0.kind) < Self.rank($1.kind) }
     list.append(entry)
