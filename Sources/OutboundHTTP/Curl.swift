@@ -72,10 +72,7 @@ final class TrustBundle {
   private let bytes: UnsafeMutableRawBufferPointer
 
   init(extraFile: String) throws {
-    let extra = try Self.readFile(extraFile)
-    guard extra.contains(subsequence: Array("-----BEGIN CERTIFICATE-----".utf8)) else {
-      throw HTTPClientError("\(extraFile) holds no PEM certificate")
-    }
+    let extra = try Self.extraRoots(extraFile)
     // A missing system bundle leaves the extra roots alone: still usable.
     let system = Curl.defaultCABundle().flatMap { try? Self.readFile($0) } ?? []
     let pem = system + [UInt8(ascii: "\n")] + extra
@@ -88,6 +85,16 @@ final class TrustBundle {
   deinit {
     blob.deallocate()
     bytes.deallocate()
+  }
+
+  /// The PEM text of an extra trust file; throws when it is unreadable or holds no
+  /// certificate.
+  static func extraRoots(_ path: String) throws -> [UInt8] {
+    let pem = try readFile(path)
+    guard pem.contains(subsequence: Array("-----BEGIN CERTIFICATE-----".utf8)) else {
+      throw HTTPClientError("\(path) holds no PEM certificate")
+    }
+    return pem
   }
 
   /// A whole (small) file; throws with a message an operator can act on.

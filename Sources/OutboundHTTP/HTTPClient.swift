@@ -60,7 +60,7 @@ public final class HTTPClient {
   @discardableResult
   public func send(_ request: HTTPRequest, completion: @escaping (HTTPResult) -> Void) -> Bool {
     guard !closed, let multi, inFlight < settings.maxInFlight,
-      inFlightBytes + request.body.count <= settings.maxInFlightBytes
+      request.body.count <= settings.maxInFlightBytes - inFlightBytes
     else { return false }
     let transfer = Transfer(
       request: request, maxResponseBytes: settings.maxResponseBytes, tally: tally, completion: completion)
@@ -115,6 +115,12 @@ public final class HTTPClient {
   /// checked at start so a setting that cannot work stops the relay (exit 64).
   public static func checkURL(_ url: String) -> String? {
     Curl.checkURL(url)
+  }
+
+  /// Throws (with a message for the operator) when `path` cannot serve as
+  /// `HTTPClientSettings.caFile`: unreadable, or no PEM certificate in it.
+  public static func checkTrustFile(_ path: String) throws {
+    _ = try TrustBundle.extraRoots(path)
   }
 
   // MARK: libcurl's callbacks

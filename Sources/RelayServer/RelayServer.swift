@@ -96,6 +96,7 @@ public final class RelayServer {
     let l: TCPListener
     do {
       try loadTLS()
+      webhookClient = try makeWebhookClient()
       pushService = try makePushService()
       l = try TCPListener(loop: loop, host: config.host, port: config.port)
       l.sendBufferBytes = config.socketSendBufferBytes
@@ -105,12 +106,15 @@ public final class RelayServer {
       // then /readyz says 503 while /healthz answers, contract §12).
       if cluster == nil { try l.listen { [unowned self] tcp in self.accept(tcp) } }
     } catch {
+      webhookClient?.close()
+      webhookClient = nil
+      pushService?.close()
+      pushService = nil
       loop.close()  // nothing else was created yet; every handle is closed before the loop goes
       throw error
     }
     listener = l
     boundPort = l.port
-    webhookClient = makeWebhookClient()
     coreTimer = EventLoop.Timer(loop: loop)
     let sweep = EventLoop.Timer(loop: loop)
     sweep.start(afterMs: 250, repeatMs: 250) { [unowned self] in self.sweep() }

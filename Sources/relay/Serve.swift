@@ -48,6 +48,8 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("hello-timeout"), help: "ms") var helloTimeout: Int?
   @Option(name: .customLong("webhook-url")) var webhookURL: String?
   @Option(name: .customLong("webhook-secret")) var webhookSecret: String?
+  @Option(name: .customLong("tls-ca-file"), help: "PEM trust roots added to the system's for outbound TLS (webhooks, push).")
+  var tlsCAFile: String?
   @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve wss:// and https:// only.") var tlsCert: String?
   @Option(name: .customLong("tls-key"), help: "PEM private key (ECDSA or RSA) of --tls-cert.") var tlsKey: String?
   @Option(

@@ -40,7 +40,7 @@ enum TidyTable {
     "RelayServer": .shell(
       libc.union([
         "EventLoop", "RelayCrypto", "RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore",
-        "RelayCluster", "Logging", "Metrics", "CoreMetrics", "Prometheus", "OutboundHTTP", "RelayPush",
+        "RelayCluster", "OutboundHTTP", "RelayPush", "Logging", "Metrics", "CoreMetrics", "Prometheus",
       ])),
     "RelayClient": .shell(
       libc.union([
