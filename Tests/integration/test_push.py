@@ -30,8 +30,10 @@ def fcm(tmp_path):
     assert not fake.errors, fake.errors
 
 
-async def device(relay, uid: str, device_id: str, token: str | None = None, kind: str = "apns-voip", **extra) -> Client:
-    """A connection of `uid` from app install `device_id`, its token registered."""
+async def device(relay, uid: str, device_id: str, token: str | None = None, kind: str = "apns-voip",
+                 alert: str | None = None, **extra) -> Client:
+    """A connection of `uid` from app install `device_id`, its token registered (and an
+    APNs alert token beside a VoIP one: follow-ups go there, §9a)."""
     c = await Client.connect(relay.ws)
     await c.send({"type": "hello", "id": "hello", "dev": {"uid": uid, "name": uid.title()}, "device": device_id})
     await c.recv_type("welcome")
@@ -39,12 +41,16 @@ async def device(relay, uid: str, device_id: str, token: str | None = None, kind
         await c.send({"type": "push.register", "id": "reg", "token": token, "kind": kind, **extra})
         ok = await c.recv_type("ok")
         assert ok["re"] == "reg", ok
+    if alert:
+        await c.send({"type": "push.register", "id": "alert", "token": alert, "kind": "apns", **extra})
+        assert (await c.recv_type("ok"))["re"] == "alert"
     return c
 
 
-async def killed(relay, uid: str, device_id: str, token: str, kind: str = "apns-voip", **extra) -> None:
+async def killed(relay, uid: str, device_id: str, token: str, kind: str = "apns-voip", alert: str | None = None,
+                 **extra) -> None:
     """A device that registered, then its app was killed (socket closed cleanly)."""
-    c = await device(relay, uid, device_id, token, kind, **extra)
+    c = await device(relay, uid, device_id, token, kind, alert, **extra)
     await c.close()
 
 
@@ -131,7 +137,7 @@ async def test_foreground_device_not_pushed_background_device_pushed(relay_facto
 
 async def test_ended_ring_gets_one_missed_call_alert_never_a_second_voip(relay_factory, apns):
     relay = relay_factory(*apns.flags())
-    await killed(relay, "bob", "phone", TOKENS[0])
+    await killed(relay, "bob", "phone", TOKENS[0], alert=TOKENS[2])
     await killed(relay, "bob", "old-phone", TOKENS[1], kind="apns")
     alice = await device(relay, "alice", "a1")
     call_id = await call(alice, ["bob"])
@@ -144,7 +150,7 @@ async def test_ended_ring_gets_one_missed_call_alert_never_a_second_voip(relay_f
     incoming_alert = [a for a in alerts if a.json()["aps"]["alert"]["loc-key"] == "RELAY_INCOMING_CALL"]
     missed = [a for a in alerts if a.json()["aps"]["alert"]["loc-key"] == "RELAY_MISSED_CALL"]
     assert len(incoming_alert) == 1 and incoming_alert[0].path.endswith(TOKENS[1])
-    assert sorted(m.path[-64:] for m in missed) == sorted(TOKENS[:2])
+    assert sorted(m.path[-64:] for m in missed) == sorted(TOKENS[1:3])  # the phone's alert token, never its VoIP one
     for m in missed:
         body = m.json()
         assert body["aps"]["alert"]["loc-args"] == ["Alice"]
@@ -155,7 +161,7 @@ async def test_ended_ring_gets_one_missed_call_alert_never_a_second_voip(relay_f
 
 async def test_unanswered_gets_missed_call_alert(relay_factory, apns):
     relay = relay_factory(*apns.flags(), "--ring-timeout", "1500")
-    await killed(relay, "bob", "phone", TOKENS[0])
+    await killed(relay, "bob", "phone", TOKENS[0], alert=TOKENS[1])
     alice = await device(relay, "alice", "a1")
     call_id = await call(alice, ["bob"])
     await alice.recv_type("call.unanswered", timeout=10)
