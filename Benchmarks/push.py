@@ -59,7 +59,7 @@ def rss_kb(pid: int) -> int:
 
 
 def metric(port: int, name: str, **labels) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as r:
         text = r.read().decode()
     total = 0.0
     for line in text.splitlines():
