@@ -9,7 +9,7 @@
 - throughput: 10 000 callee devices registered (apps killed), then rung by 313 calls of
               32 callees at once; pushes/s = answered pushes / time from the first
               `call.initiate` to the last answer, against nghttpd (nghttp2's HTTP/2
-              server, `--echo-upload`: 200 to every POST) over TLS. Also the relay's CPU
+              server; 200 to a POST on a path it has a file for) over TLS. Also the relay's CPU
               over that window and the resident memory per registered device (RSS
               after registering minus before, devices' sockets closed).
 
@@ -130,7 +130,7 @@ async def throughput_run(tag: str) -> dict:
         sink_port = free_port()
         # nghttpd answers a POST with the file at its path: an empty file per device token
         # gives 200 (its --echo-upload spools every body to a temporary file and becomes
-        # the bottleneck at about 2 300 requests/s).
+        # the bottleneck: Benchmarks/results/push.md).
         docs = RAW / tag / "docs" / "3" / "device"
         docs.mkdir(parents=True)
         for i in range(DEVICES):
@@ -186,7 +186,7 @@ def main() -> None:
                   "|---|---|---|---|---|---|---|---|",
                   f"| {med['pushes']:.0f} | {med['seconds']:.2f} | {med['per_s']:.0f} | {med['relay_cpu_s']:.2f} | "
                   f"{med['cpu_us_per_push']:.0f} | {med['per_cpu_s']:.0f} | {med['load']:.1f} | {med['kib_per_device']:.2f} |", "",
-                  "Per run: " + ", ".join(f"{r['per_s']:.0f}/s wall, {r['per_cpu_s']:.0f}/CPU-s" for r in runs) + ".", ""]
+                  "Per run: " + ", ".join(f"{r['per_s']:.0f}/s wall, {r['per_cpu_s']:.0f}/CPU-s" for r in runs) + ".", "", ""]
     out = ROOT / "Benchmarks" / "results" / "push.md"
     out.write_text("\n".join(lines))
     print("\n".join(lines))
