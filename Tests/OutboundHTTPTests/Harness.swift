@@ -6,6 +6,10 @@ import OutboundHTTP
 import TestSupport
 import Testing
 
+/// The suites that start a test server and block a test thread on a loop run one
+/// at a time: other suites' live tests (URLSession's) need the few threads left.
+@Suite(.serialized) enum LiveHTTPTests {}
+
 /// Fixtures/http_server.py in MODE on 127.0.0.1; stopped by `stop()` (its stdin closes).
 final class TestServer {
   let port: Int
