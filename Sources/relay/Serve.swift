@@ -69,7 +69,7 @@ struct Serve: ParsableCommand {
   @Flag(name: .customLong("redis-skip-policy-check"), help: "cluster: trust Redis's maxmemory-policy without reading it")
   var redisSkipPolicyCheck = false
   @Option(name: .customLong("log-level"), help: "trace|debug|info|notice|warning|error") var logLevel: String?
-  @OptionGroup(title: "Push (§9a)") var push: PushOptions
+  @OptionGroup(title: "Push providers") var push: PushOptions
 
   func run() throws {
     var config = try makeConfig()
