@@ -12,15 +12,9 @@ extension LiveHTTPTests {
       let server = try TestServer("blackhole")
       defer { server.stop() }
       let run = try ClientRun()
-      let start = run.loop.nowMs
-      var result: HTTPResult?
-      var tookMs: UInt64 = 0
-      run.client.send(HTTPRequest(method: "POST", url: "http://127.0.0.1:\(server.port)/", body: [1], timeoutMs: 300)) {
-        result = $0
-        tookMs = run.elapsedMs(since: start)
-        run.client.close()
-      }
-      run.run()
+      let start = Loop.hrtimeNs()
+      let result = run.single(HTTPRequest(method: "POST", url: "http://127.0.0.1:\(server.port)/", body: [1], timeoutMs: 300))
+      let tookMs = (Loop.hrtimeNs() - start) / 1_000_000
       #expect(result?.failureKind == .timeout)
       #expect(tookMs >= 250 && tookMs < 3_000, "took \(tookMs) ms")
     }
@@ -29,13 +23,7 @@ extension LiveHTTPTests {
       // A port nothing listens on: take one from a server, then stop it.
       let server = try TestServer("http1")
       server.stop()
-      let run = try ClientRun()
-      var result: HTTPResult?
-      run.client.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/")) {
-        result = $0
-        run.client.close()
-      }
-      run.run()
+      let result = try ClientRun().single(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/"))
       #expect(result?.failureKind == .refused)
     }
 
@@ -148,13 +136,7 @@ extension LiveHTTPTests {
     }
 
     @Test func resolveFailureIsReported() throws {
-      let run = try ClientRun()
-      var result: HTTPResult?
-      run.client.send(HTTPRequest(method: "GET", url: "http://no-such-host.invalid/")) {
-        result = $0
-        run.client.close()
-      }
-      run.run()
+      let result = try ClientRun().single(HTTPRequest(method: "GET", url: "http://no-such-host.invalid/"))
       #expect(result?.failureKind == .resolve)
     }
   }

@@ -43,24 +43,13 @@ extension LiveHTTPTests {
       let server = try TestServer("https1", certificate: cert)
       defer { server.stop() }
       let url = "https://localhost:\(server.port)/x"
-      let trusted = try ClientRun(HTTPClientSettings(caFile: cert.cert))
-      var withCA: HTTPResult?
-      trusted.client.send(HTTPRequest(method: "POST", url: url, body: [1, 2, 3])) {
-        withCA = $0
-        trusted.client.close()
-      }
-      trusted.run()
+      let withCA = try ClientRun(HTTPClientSettings(caFile: cert.cert)).single(
+        HTTPRequest(method: "POST", url: url, body: [1, 2, 3]))
       #expect(withCA?.status == 200)
       #expect(withCA?.body == [1, 2, 3])
       // Without the extra root the same server is not trusted: the system roots alone
       // do not vouch for it.
-      let untrusted = try ClientRun()
-      var withoutCA: HTTPResult?
-      untrusted.client.send(HTTPRequest(method: "POST", url: url)) {
-        withoutCA = $0
-        untrusted.client.close()
-      }
-      untrusted.run()
+      let withoutCA = try ClientRun().single(HTTPRequest(method: "POST", url: url))
       #expect(withoutCA?.failureKind == .tls)
     }
 

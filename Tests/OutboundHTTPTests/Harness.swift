@@ -72,10 +72,15 @@ final class ClientRun {
     loop.close()
   }
 
-  /// Milliseconds on the loop's clock since `start`.
-  func elapsedMs(since start: UInt64) -> UInt64 {
-    loop.updateTime()
-    return loop.nowMs - start
+  /// Sends one request, closes the client when it completes, runs the loop: its result.
+  func single(_ request: HTTPRequest, sourceLocation: SourceLocation = #_sourceLocation) -> HTTPResult? {
+    var result: HTTPResult?
+    client.send(request) { [client] in
+      result = $0
+      client.close()
+    }
+    run(sourceLocation: sourceLocation)
+    return result
   }
 }
 
