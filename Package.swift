@@ -57,6 +57,9 @@ let package = Package(
     .target(name: "RelayProtocol", dependencies: ["RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
+    // RelayPush: the push providers' wire rules (APNs, FCM), credentials' lifetimes and
+    // the retry schedule, with time and keys passed in.
+    .target(name: "RelayPush", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: strict),
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims", "RelayPrimitives"], swiftSettings: hot),
@@ -69,7 +72,7 @@ let package = Package(
       name: "RelayServer",
       dependencies: [
         "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
-        "OutboundHTTP",
+        "OutboundHTTP", "RelayPush",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -94,7 +97,7 @@ let package = Package(
     .executableTarget(
       name: "relay",
       dependencies: [
-        "RelayServer", "RelayCore", "RelayProtocol", "RelayPrimitives", "EventLoop",
+        "RelayServer", "RelayCore", "RelayProtocol", "RelayPrimitives", "EventLoop", "RelayPush",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Logging", package: "swift-log"),
       ],
@@ -125,7 +128,8 @@ let package = Package(
     .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"]),
-    .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "TestSupport"]),
+    .testTarget(name: "RelayPushTests", dependencies: ["RelayPush", "RelayCore", "RelayProtocol", "RelayPrimitives"]),
+    .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "RelayProtocol", "RelayPrimitives", "TestSupport"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
     .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "EventLoop", "TestSupport"], exclude: ["Fixtures"]),
@@ -133,7 +137,7 @@ let package = Package(
       name: "RelayServerTests",
       dependencies: [
         "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "RelayCrypto", "TestSupport",
-        "OutboundHTTP",
+        "OutboundHTTP", "RelayPush",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol"]),

@@ -32,6 +32,8 @@ public final class RelayServer {
   var pendingAdmin: [UInt64: ServerConnection] = [:]
   /// `Effect.push` jobs this node performed (`relay_push_jobs_total`).
   var pushJobsPerformed: UInt64 = 0
+  /// §9a pushes (PushService.swift); nil without `config.push`.
+  var pushService: PushService?
   var nextAdminRequest: UInt64 = 1
   /// Text messages given to the core (for sampling their duration).
   var commandCount: UInt64 = 0
@@ -95,6 +97,7 @@ public final class RelayServer {
     do {
       try loadTLS()
       webhookClient = try makeWebhookClient()
+      pushService = try makePushService()
       l = try TCPListener(loop: loop, host: config.host, port: config.port)
       l.sendBufferBytes = config.socketSendBufferBytes
       // A cluster node listens once it has joined and caught up with the log, so a
@@ -105,6 +108,8 @@ public final class RelayServer {
     } catch {
       webhookClient?.close()
       webhookClient = nil
+      pushService?.close()
+      pushService = nil
       loop.close()  // nothing else was created yet; every handle is closed before the loop goes
       throw error
     }
@@ -423,6 +428,7 @@ public final class RelayServer {
       coreTimer = nil
       closeDeferredReads()
       webhookClient?.close()  // contract §11: a pending webhook never holds the exit
+      pushService?.close()  // nor a pending push
       if force { cluster?.close() } else { cluster?.leave {} }
       for s in signals { s.close() }
       signals = []

@@ -60,6 +60,9 @@ public struct ServerConfig: Sendable {
   /// `--tls-cert` / `--tls-key` (PEM): with both, the listener speaks TLS only.
   public var tlsCertFile: String?
   public var tlsKeyFile: String?
+  /// §9a push providers (`--apns-*`, `--fcm-*`); nil: no push is sent (jobs are
+  /// counted as `unconfigured`).
+  public var push: PushSettings?
   /// Cluster mode (contract §12); nil runs standalone.
   public var cluster: ClusterConfig?
 

@@ -69,6 +69,7 @@ struct Serve: ParsableCommand {
   @Flag(name: .customLong("redis-skip-policy-check"), help: "cluster: trust Redis's maxmemory-policy without reading it")
   var redisSkipPolicyCheck = false
   @Option(name: .customLong("log-level"), help: "trace|debug|info|notice|warning|error") var logLevel: String?
+  @OptionGroup(title: "Push providers") var push: PushOptions
 
   func run() throws {
     var config = try makeConfig()
@@ -119,6 +120,7 @@ struct Serve: ParsableCommand {
       logger.warning("DEV MODE: no --secret; hello.dev accepted without a token, any user may join any session")
     }
     config.core.devMode = config.devMode
+    config.push = try push.settings()
     let server = RelayServer(config: config, logger: logger, verifyToken: Tokens.verifier(secret: config.secret))
     do {
       try server.start()
