@@ -125,7 +125,7 @@ let package = Package(
         "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "RelayCrypto", "TestSupport",
         .product(name: "Logging", package: "swift-log"),
       ]),
-    .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol"]),
+    .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol", "RelayPrimitives"]),
     .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayProtocol", "RelayPrimitives", "TestSupport"]),
     // The source-tree rules (imports per target, purity, sizes, comments): reads files only.
     .testTarget(name: "TidyTests"),
