@@ -113,6 +113,25 @@ let incomingCall = Call(
   }
 }
 
+@Suite struct PushedCountTests {
+  @Test("call.ringing / call.offline `pushed` is kept per callee on the outgoing call")
+  func pushedPerCallee() {
+    var h = Harness()
+    h.connectAndWelcome()
+    let initiate = h.run { m, now in
+      m.command(.initiateCall(to: ["carol", "dave"], callType: .audio, metadata: nil), requestID: 1, nowMs: now)
+    }
+    let id = initiate.first?.sent?["id"]?.stringValue ?? ""
+    h.server(#"{"type":"ok","re":"\#(id)","callId":"k2","sessionId":"s2"}"#)
+    h.server(#"{"type":"call.ringing","callId":"k2","uid":"carol","pushed":1}"#)
+    h.server(#"{"type":"call.offline","callId":"k2","uid":"dave","pushed":2}"#)
+    let call = h.machine.snapshot.calls["k2"]
+    #expect(call?.pushed == ["carol": 1, "dave": 2])
+    #expect(call?.callees == ["carol": "ringing", "dave": "offline"])
+    #expect(call?.status == .ringing)
+  }
+}
+
 @Suite struct PushPayloadTests {
   @Test("the VoIP push's relay object is the call the socket would give")
   func incomingFromRelayObject() throws {

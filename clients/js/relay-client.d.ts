@@ -52,7 +52,11 @@ export interface IncomingCall {
   expiresAt: number;
 }
 
-export interface CallEvent { type: string; callId: string; uid?: string; sessionId?: string; by?: string; reason?: string; duration?: number }
+export interface CallEvent {
+  type: string; callId: string; uid?: string; sessionId?: string; by?: string; reason?: string; duration?: number;
+  /** call.ringing / call.offline: devices of that callee the relay rang by push (§9a). */
+  pushed?: number;
+}
 
 export interface RelayEventMap {
   welcome: Welcome;
