@@ -44,12 +44,16 @@ final class CallKitBridge: NSObject, CXProviderDelegate, PKPushRegistryDelegate,
   // MARK: PushKit
 
   func pushRegistry(_ registry: PKPushRegistry, didUpdate credentials: PKPushCredentials, for type: PKPushType) {
-    // Sent as hex for this device (client.deviceID); waits for `welcome` if connecting.
+    // Sent as hex for this device (client.deviceID). PushKit may call this before the
+    // socket is up (a socket command then fails with .notConnected), so over HTTP.
     #if DEBUG
-      client.registerPushToken(credentials.token, kind: .apnsVoip, environment: .sandbox)
+      let environment = PushEnvironment.sandbox
     #else
-      client.registerPushToken(credentials.token, kind: .apnsVoip)
+      let environment = PushEnvironment.production
     #endif
+    let http = client.http
+    let token = credentials.token
+    Task { try? await http.registerPushToken(token, kind: .apnsVoip, environment: environment) }
   }
 
   func pushRegistry(
