@@ -25,6 +25,11 @@ public enum AdminAction: Equatable, Sendable {
   /// so a node answers them with every earlier write applied, wherever it was made.
   case sessionInfo(session: String)
   case callInfo(callId: String, token: String)
+  /// §9a `PUT|DELETE /v1/push/devices/{device}` with the user's bearer JWT.
+  case pushDevice(PushDeviceAction, device: String, token: String)
+  /// §9a a provider reported `token` of `uid` gone: removed on every replica. Logged
+  /// by the node whose push got that answer; nobody waits for its result.
+  case removePushToken(uid: String, token: String)
 }
 
 /// What a node must share with every other node of a generation to replay the same
@@ -86,7 +91,7 @@ public enum LogInput: Equatable, Sendable {
 /// The inputs one node logged in one loop turn (field `e` of a stream entry).
 public struct LogBatch: Equatable, Sendable {
   /// Bumped whenever the byte layout changes; a record of another version is rejected.
-  public static let formatVersion: UInt8 = 2
+  public static let formatVersion: UInt8 = 3
 
   public var node: UInt32
   public var inputs: [LogInput]
@@ -189,6 +194,10 @@ extension BinaryWriter {
     case .call(let a, let callId, let token): u8(2); u8(a.code); string(callId); string(token)
     case .sessionInfo(let session): u8(3); string(session)
     case .callInfo(let callId, let token): u8(4); string(callId); string(token)
+    case .pushDevice(.register(let f), let device, let token):
+      u8(5); string(device); string(token); string(f.token); string(f.kind); string(f.environment ?? "")
+    case .pushDevice(.unregister, let device, let token): u8(6); string(device); string(token)
+    case .removePushToken(let uid, let token): u8(7); string(uid); string(token)
     }
   }
 }
@@ -238,6 +247,27 @@ extension BinaryReader {
     case 4:
       guard let id = string(max: max), let t = string(max: max) else { return nil }
       return .callInfo(callId: id, token: t)
+    default: return pushAdmin(max)
+    }
+  }
+
+  /// §9a push actions: the fields are checked again (`PushFields`), the same way on
+  /// every replica, so a hand-written record cannot store what a request could not.
+  fileprivate mutating func pushAdmin(_ max: Int) -> AdminAction? {
+    switch maybeU8() {
+    case 5:
+      guard let device = string(max: max), let bearer = string(max: max), let token = string(max: max),
+        let kind = string(max: max), let environment = string(max: max),
+        case .success(let fields) = PushFields.registration(
+          token: token, kind: kind, environment: environment.isEmpty ? nil : environment, device: nil)
+      else { return nil }
+      return .pushDevice(.register(fields), device: device, token: bearer)
+    case 6:
+      guard let device = string(max: max), let bearer = string(max: max) else { return nil }
+      return .pushDevice(.unregister, device: device, token: bearer)
+    case 7:
+      guard let uid = string(max: max), let token = string(max: max) else { return nil }
+      return .removePushToken(uid: uid, token: token)
     default: return nil
     }
   }

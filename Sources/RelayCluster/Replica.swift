@@ -89,6 +89,10 @@ public enum AdminResult: Equatable {
   case sessionInfo([UInt8]?)
   /// `GET /v1/calls/{id}` body; nil → 404.
   case callInfo([UInt8]?)
+  /// `PUT|DELETE /v1/push/devices/{device}`: 204, or 400 with an error body.
+  case pushDevice(CallHTTPResult)
+  /// A provider's token removal was applied (false: no such registration).
+  case pushTokenRemoved(Bool)
   /// The bearer token was not valid at the record's instant.
   case unauthorized
 }
@@ -368,6 +372,11 @@ public final class Replica {
     case .callInfo(let callId, let token):
       guard let identity = core.verifyUserToken(token, at: at) else { return .unauthorized }
       return .callInfo(core.callInfo(callId: callId, uid: identity.uid))
+    case .pushDevice(let action, let device, let token):
+      guard let identity = core.verifyUserToken(token, at: at) else { return .unauthorized }
+      return .pushDevice(core.pushDeviceAction(action, device: device, identity: identity, at: at))
+    case .removePushToken(let uid, let token):
+      return .pushTokenRemoved(core.removePushToken(uid: uid, token: token, at: at))
     }
   }
 

@@ -170,12 +170,13 @@ extension RelayCore {
       call.callees.append(callee)
       callee.devices = ringableConnections(of: uid)
       incomingTo.append(contentsOf: callee.devices)
+      let pushed = pushRingStart(call, callee)
       if callee.devices.isEmpty {
         callee.wasOffline = true
-        send(calleeEvent("call.offline", call, uid: uid), to: callerTo, type: "call.offline")
+        send(calleeEvent("call.offline", call, uid: uid, pushed: pushed), to: callerTo, type: "call.offline")
         webhookOffline(call, uid: uid, at: at)
       } else {
-        send(calleeEvent("call.ringing", call, uid: uid), to: callerTo, type: "call.ringing")
+        send(calleeEvent("call.ringing", call, uid: uid, pushed: pushed), to: callerTo, type: "call.ringing")
       }
     }
     if !incomingTo.isEmpty { send(incomingPayload(call), to: incomingTo, type: "call.incoming") }
@@ -236,6 +237,7 @@ extension RelayCore {
   func stopOtherDevices(_ call: Call, _ callee: Callee, keeping: ConnectionID?, reason: CancelReason) {
     let others = ringableConnections(of: callee.uid).filter { $0 != keeping && !callee.done.contains($0) }
     send(cancelledEvent(call, reason), to: others, type: "call.cancelled")
+    pushRingEnded(call, callee, reason: reason, except: keeping.flatMap { connections[$0]?.device })
     callee.done.append(contentsOf: others)
     callee.devices = keeping.map { [$0] } ?? []
   }
@@ -266,6 +268,7 @@ extension RelayCore {
       callee.devices = []
     }
     send(cancelledEvent(call, reason), to: recipients, type: "call.cancelled")
+    for callee in ringing { pushRingEnded(call, callee, reason: reason) }
     for callee in ringing where callee.wasOffline {
       webhook("call.cancelled", call, at: at) { w in
         w.field("uid", callee.uid)

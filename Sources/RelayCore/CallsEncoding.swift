@@ -46,11 +46,13 @@ extension RelayCore {
     return payload
   }
 
-  /// `{type, callId, uid}`: call.ringing, call.offline, call.busy, call.unanswered.
-  func calleeEvent(_ type: String, _ call: Call, uid: String) -> Payload {
+  /// `{type, callId, uid}`: call.ringing, call.offline, call.busy, call.unanswered;
+  /// `call.ringing`/`call.offline` add `pushed` (§9a: devices pushed at ring start).
+  func calleeEvent(_ type: String, _ call: Call, uid: String, pushed: Int? = nil) -> Payload {
     makeMessage(type: type) { w in
       w.field("callId", call.id)
       w.field("uid", uid)
+      if let pushed { w.field("pushed", pushed) }
     }
   }
 

@@ -57,6 +57,9 @@ final class Callee {
   var rejectReason: RejectReason?
   /// Why the ring stopped when the state is `cancelled`.
   var cancelReason: CancelReason?
+  /// §9a devices sent a ring push for this call, one target each, in push order;
+  /// emptied when their follow-up goes out (PushRinging.swift).
+  var pushed: [PushTarget] = []
 
   init(uid: String, state: CalleeState) {
     self.uid = uid

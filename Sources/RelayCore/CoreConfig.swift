@@ -5,7 +5,7 @@ extension RelayCore {
   /// The version of the core's rules: bumped whenever the same inputs can give other
   /// outputs than the previous release gave. Cluster nodes of one generation must
   /// agree on it (docs/cluster.md, "Versions"; a newer one takes a generation over).
-  public static let rulesVersion: UInt32 = 1
+  public static let rulesVersion: UInt32 = 2
 }
 
 /// Limits and timings the core enforces.
@@ -73,6 +73,9 @@ public struct CoreConfig: Sendable {
   /// bound).
   public var ringRate = 10
   public var ringWindowMs: Int64 = 60_000
+  /// §9a `--max-push-devices`: registered devices per user; the least recently
+  /// registered goes first.
+  public var maxPushDevices = 10
   /// §9 ring timeout.
   public var ringTimeoutMs: Int64 = 45_000
   /// §11 session lifecycle webhooks (`session.created`, `session.ended`); the shell

@@ -58,4 +58,7 @@ public enum Effect: Sendable {
   /// POST this JSON body to the webhook (if one is configured), event name in
   /// `X-Relay-Event`.
   case webhook(event: String, body: Payload)
+  /// Send this push to a device (§9a). Clustered, performed only by the node that
+  /// owns the record's side effects, like webhooks.
+  case push(PushJob)
 }

@@ -71,8 +71,11 @@ extension RelayCore {
     case .clientBackground(let background):
       request.connection.background = background
       ok(request)
+      if background { pushDeviceMayBeAsleep(request.connection, at: request.at) }
     case .callInitiate, .callAccept, .callReject, .callCancel, .callEnd:
       try handleCall(command, request)
+    case .pushRegister, .pushUnregister:
+      try handlePush(command, request)
     }
   }
 

@@ -15,6 +15,7 @@ extension RelayCore {
     let resumeToken = ids.token(byteCount: 24)
     connection.profile = Profile(identity, token: ResumeToken(resumeToken))
     connection.phase = .ready
+    connection.device = hello.device
     userConnections.append(connection)
     let resumed = resumeHeldState(hello.resume, request)  // §8, before `welcome`
     sendWelcome(request, publicId: publicId, resumeToken: resumeToken, resumed: resumed)

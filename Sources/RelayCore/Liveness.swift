@@ -125,6 +125,7 @@ extension RelayCore {
   func heartbeatTimedOut(_ connection: Connection, at: Instant) {
     if connection.phase == .ready { markLost(connection, at: at) }
     connection.phase = .closing
+    pushDeviceMayBeAsleep(connection, at: at)
     effects.append(.drop(connection.id))
   }
 

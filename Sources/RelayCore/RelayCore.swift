@@ -41,6 +41,8 @@ public final class RelayCore {
   var counters = CoreStats()
   /// §9 ringing state (CallsModel.swift).
   var calls = CallBook()
+  /// §9a push registrations (PushRegistry.swift).
+  var push = PushRegistry()
   /// §6 join/leave windows of connections that joined or left (JoinRate.swift);
   /// looked up only, dropped at `closed`.
   /// §8 replay bytes of all sessions (ReplayBudget.swift).
@@ -108,6 +110,7 @@ public final class RelayCore {
       if clean { detachLeaving(connection, at: at) } else { markLost(connection, at: at) }
     }
     callsConnectionClosed(connection, clean: clean, at: at)
+    pushDeviceMayBeAsleep(connection, at: at)
     // Its heartbeat check still refers to it (lazy cancellation): gone reads as closing.
     connection.phase = .closing
   }

@@ -64,6 +64,7 @@ struct SnapshotReader {
     core.calls = try callBook()
     core.counters = try coreStats()
     core.deadlines = try deadlines()
+    core.push = try pushRegistry()
     try r.expectEnd()
     // One state, one encoding: whatever the checks above let through in another
     // order or numbering (profiles referenced out of first-use order, say) would give
@@ -165,6 +166,7 @@ struct SnapshotReader {
     }
     c.tokenSpent = try r.bool()
     c.background = try r.bool()
+    c.device = try r.bool() ? try deviceId() : nil
     let bad = try r.u32()
     guard let badMessages = Int32(exactly: bad) else { throw r.error("bad message count \(bad)") }
     c.badMessages = badMessages

@@ -138,6 +138,8 @@ extension SnapshotReader {
     c.wasOffline = try r.bool()
     c.rejectReason = try r.bool() ? try known(RejectReason(rawValue: try r.string()), "reject reason") : nil
     c.cancelReason = try r.bool() ? try known(CancelReason(rawValue: try r.string()), "cancel reason") : nil
+    c.pushed = try pushTargets(uid: uid)
+    guard c.pushed.isEmpty || state == .ringing else { throw r.error("pushed devices of a callee no longer ringing") }
     return c
   }
 

@@ -16,12 +16,13 @@
 // One function per stored type, with its reader in SnapshotDecode.swift: a new stored
 // field is one line in each. Layout (version 1), in order: profiles, connections,
 // user → connections, granted sessions, sessions, replay budget, liveness, calls,
-// counters, deadlines.
+// counters, deadlines; version 2 adds push registrations at the end (SnapshotPush.swift),
+// a connection's `hello.device` and a callee's pushed devices.
 import RelayProtocol
 
 extension RelayCore {
   /// The first byte of a snapshot; a restore refuses any other.
-  public static let snapshotVersion: UInt8 = 1
+  public static let snapshotVersion: UInt8 = 2
 
   /// The core's complete logical state (see the file comment), restorable with
   /// `init(restoring:config:ids:verifyToken:)`. Pure: changes nothing.
@@ -63,6 +64,7 @@ struct SnapshotWriter {
     callBook(core.calls)
     coreStats(core.counters)
     deadlines(core.deadlines)
+    pushRegistry(core.push)
   }
 
   // MARK: Profiles
@@ -116,6 +118,7 @@ struct SnapshotWriter {
     out.u8(Self.phaseCode(c.phase))
     out.bool(c.tokenSpent)
     out.bool(c.background)
+    out.optional(c.device) { $0.string($1) }
     out.u32(UInt32(clamping: c.badMessages))
     rateWindow(c.joinWindow)
   }
@@ -336,6 +339,7 @@ extension SnapshotWriter {
     out.bool(c.wasOffline)
     out.optional(c.rejectReason) { $0.string($1.rawValue) }
     out.optional(c.cancelReason) { $0.string($1.rawValue) }
+    pushTargets(c.pushed)
   }
 
   mutating func callStats(_ s: CallStats) {

@@ -284,6 +284,8 @@ final class Connection {
   var tokenSpent = false
   /// §5 last `client.background` value (selects `backgroundGraceMs`).
   var background = false
+  /// §4 `hello.device`: the app install this connection comes from (§9a awake).
+  var device: String?
   /// §2 consecutive bad messages (saturating; the limit closes the connection first).
   var badMessages: Int32 = 0
   /// §6 joins and leaves of this connection (`--join-rate`).

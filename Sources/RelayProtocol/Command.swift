@@ -28,6 +28,8 @@ public struct Hello: Sendable, Equatable {
   public var token: String?
   public var dev: DevLogin?
   public var resume: ResumeRequest?
+  /// §4 `hello.device`: the app install the connection comes from (§9a push).
+  public var device: String? = nil
 }
 
 /// `call.initiate.callType` (§9).
@@ -59,6 +61,10 @@ public enum Command: Sendable, Equatable {
   case callReject(callId: String, reason: RejectReason)
   case callCancel(callId: String)
   case callEnd(callId: String)
+  /// §9a `push.register` (fields checked by `PushFields`).
+  case pushRegister(PushRegistrationFields)
+  /// §9a `push.unregister {token}` (token canonical).
+  case pushUnregister(token: String)
 
   /// The wire `type` of this command (metrics label).
   public var typeName: String {
@@ -78,6 +84,8 @@ public enum Command: Sendable, Equatable {
     case .callReject: return "call.reject"
     case .callCancel: return "call.cancel"
     case .callEnd: return "call.end"
+    case .pushRegister: return "push.register"
+    case .pushUnregister: return "push.unregister"
     }
   }
 
@@ -85,7 +93,7 @@ public enum Command: Sendable, Equatable {
   public static let knownTypes: [String] = [
     "hello", "ping", "session.join", "session.leave", "participant.remove", "hand.raise",
     "hand.lower", "hand.lower_all", "message.send", "client.background", "call.initiate",
-    "call.accept", "call.reject", "call.cancel", "call.end",
+    "call.accept", "call.reject", "call.cancel", "call.end", "push.register", "push.unregister",
   ]
 }
 

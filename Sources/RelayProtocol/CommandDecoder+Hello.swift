@@ -15,7 +15,7 @@ extension Fields {
     if let resumeObject = try optionalObject("resume") {
       resume = try Fields(object: resumeObject, limits: limits, re: re, type: type).resumeRequest()
     }
-    return Hello(token: token, dev: dev, resume: resume)
+    return Hello(token: token, dev: dev, resume: resume, device: try device())
   }
 
   /// `{token, sessions: {"<session>": <last seq seen>}}`; seqs are integers ≥ 0.

@@ -86,6 +86,8 @@ struct Fields {
       return .callReject(callId: try identifier("callId"), reason: reason)
     case "call.cancel": return .callCancel(callId: try identifier("callId"))
     case "call.end": return .callEnd(callId: try identifier("callId"))
+    case "push.register": return try pushRegister()
+    case "push.unregister": return try pushUnregister()
     default:
       throw CommandError(code: .unknownType, message: "unknown type \(type)", re: re, type: nil)
     }

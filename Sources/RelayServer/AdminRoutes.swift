@@ -92,6 +92,7 @@ extension RelayServer {
       metrics.mirrorCounter("relay_errors_total", labels: [("code", k)], v)
     }
     refreshCallMetrics()
+    refreshPushMetrics()
     refreshTurnMetrics()
     refreshClusterMetrics()
     refreshTLSMetrics()

@@ -56,6 +56,10 @@ extension RelayServer {
       respondError(conn, 404, "not_found", "unknown session or participant")
     case .call(let r):
       respondJSON(conn, status: r.status, r.body)
+    case .pushDevice(let r):
+      if r.status == 204 { respond(conn, status: 204, body: []) } else { respondJSON(conn, status: r.status, r.body) }
+    case .pushTokenRemoved:
+      respond(conn, status: 204, body: [])
     case .sessionInfo(let info?), .callInfo(let info?):
       respondJSON(conn, status: 200, info)
     case .sessionInfo(nil):

@@ -43,10 +43,10 @@ extension ClusterNode: InputLog {
   }
 
   /// Answered when the record is applied, so every node agrees on the outcome.
-  func admin(_ conn: ServerConnection, _ action: AdminAction) {
+  func admin(_ conn: ServerConnection?, _ action: AdminAction) {
     let request = server.nextAdminRequest
     server.nextAdminRequest += 1
-    server.pendingAdmin[request] = conn
+    if let conn { server.pendingAdmin[request] = conn }
     append(.admin(request: request, action)) { [weak self] in
       guard let server = self?.server, let conn = server.pendingAdmin.removeValue(forKey: request) else { return }
       server.respondError(conn, 503, ErrorCode.unavailable.rawValue, "shared state unreachable; retry")

@@ -21,6 +21,8 @@ extension RelayServer {
         routeAdmin(conn, head.method, parts, body: body)
       } else if parts.first == "v1", parts.count >= 3, parts[1] == "calls" {
         routeCalls(conn, head, parts, body: body)
+      } else if parts.first == "v1", parts.count >= 2, parts[1] == "push" {
+        routePush(conn, head, parts, body: body)
       } else {
         respond(conn, status: 404, body: Array("not found".utf8))
       }

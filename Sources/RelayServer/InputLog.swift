@@ -23,7 +23,9 @@ protocol InputLog: AnyObject {
   func alive(_ conn: ServerConnection)
   /// `clean`: the socket ended after a closing handshake.
   func closed(_ conn: ServerConnection, clean: Bool)
-  func admin(_ conn: ServerConnection, _ action: AdminAction)
+  /// `conn` waits for the answer; nil for an input nobody waits for (a provider's
+  /// token removal, §9a).
+  func admin(_ conn: ServerConnection?, _ action: AdminAction)
 }
 
 /// Standalone: each input goes straight into the core, and its effects are applied.
@@ -57,9 +59,9 @@ final class LocalLog: InputLog {
     server.applyEffects()
   }
 
-  func admin(_ conn: ServerConnection, _ action: AdminAction) {
+  func admin(_ conn: ServerConnection?, _ action: AdminAction) {
     let result = Replica.run(action, on: server.core, at: server.now)
     server.applyEffects()
-    server.respondAdmin(conn, result)
+    if let conn { server.respondAdmin(conn, result) }
   }
 }

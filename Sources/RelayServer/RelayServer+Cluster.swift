@@ -54,6 +54,7 @@ extension ServerConfig {
       "idle-timeout=\(c.idleTimeoutMs)", "replay=\(c.replayEvents)/\(c.replayAgeMs)/\(c.replayBytes)/\(c.replayBudgetBytes)",
       "ended-calls=\(c.maxEndedCalls)/\(c.maxEndedCallBytes)", "ring-timeout=\(c.ringTimeoutMs)",
       "identity=\(c.maxNameBytes)/\(c.maxAvatarBytes)", "ring-rate=\(c.ringRate)/\(c.ringWindowMs)",
+      "max-push-devices=\(c.maxPushDevices)",
       "session-join-rate=\(c.sessionJoinRate)/\(c.sessionJoinWindowMs)",
       "tick-bounds=\(c.maxDeadlinesPerTick)/\(c.maxTickDeliveries)",
     ]
@@ -119,7 +120,7 @@ extension RelayServer {
   func applyRecord(_ raw: RawRecord) -> Applied {
     guard let replica else { return Applied() }
     let applied = replica.apply(raw)
-    perform(applied.effects, webhooks: applied.ours)
+    perform(applied.effects, ownsSideEffects: applied.ours)
     if applied.ours {
       for (request, result) in applied.admin { answerAdmin(request, result) }
     }

@@ -30,6 +30,8 @@ public final class RelayServer {
   var clusterLastInbound: [UInt64: UInt64] = [:]
   var lastClusterPingMs: UInt64 = 0
   var pendingAdmin: [UInt64: ServerConnection] = [:]
+  /// `Effect.push` jobs this node performed (`relay_push_jobs_total`).
+  var pushJobsPerformed: UInt64 = 0
   var nextAdminRequest: UInt64 = 1
   /// Text messages given to the core (for sampling their duration).
   var commandCount: UInt64 = 0
@@ -284,13 +286,14 @@ public final class RelayServer {
 
   /// Applies everything the core produced, then re-arms the core timer.
   func applyEffects() {
-    perform(core.takeEffects(), webhooks: true)
+    perform(core.takeEffects(), ownsSideEffects: true)
     armCoreTimer()
   }
 
   /// Performs effects for the sockets of this process (others' ids are not in the
-  /// table); `webhooks`: clustered, only the node that logged an entry POSTs them.
-  func perform(_ effects: [Effect], webhooks: Bool) {
+  /// table); `ownsSideEffects`: clustered, only the node that logged an entry POSTs
+  /// its webhooks and sends its pushes.
+  func perform(_ effects: [Effect], ownsSideEffects: Bool) {
     for effect in effects {
       switch effect {
       case .send(let payload, let to):
@@ -302,7 +305,9 @@ public final class RelayServer {
       case .drop(let id):
         connections[id]?.drop()  // protocol/ §5 heartbeat timeout
       case .webhook(let event, let body):
-        if webhooks { webhook(event: event, body: body) }
+        if ownsSideEffects { webhook(event: event, body: body) }
+      case .push(let job):
+        if ownsSideEffects { performPush(job) }
       }
     }
     enforceOutboundBudget()

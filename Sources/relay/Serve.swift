@@ -44,6 +44,7 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("max-ended-call-bytes"), help: "bytes of finished calls kept") var maxEndedCallBytes: Int?
   @Option(name: .customLong("ring-timeout"), help: "ms") var ringTimeout: Int?
   @Option(name: .customLong("ring-rate"), help: "calls ringing one user per 60000 ms (0 = no bound)") var ringRate: Int?
+  @Option(name: .customLong("max-push-devices"), help: "push devices registered per user; the least recently registered goes") var maxPushDevices: Int?
   @Option(name: .customLong("hello-timeout"), help: "ms") var helloTimeout: Int?
   @Option(name: .customLong("webhook-url")) var webhookURL: String?
   @Option(name: .customLong("webhook-secret")) var webhookSecret: String?

@@ -66,6 +66,10 @@ extension Serve {
     if let v = try pickMs(ringTimeout, "ring-timeout") { core.ringTimeoutMs = v }
     if let v = try pick(ringRate, "ring-rate") { core.ringRate = v }
     if let v = try pickMs(helloTimeout, "hello-timeout") { core.helloTimeoutMs = v }
+    if let v = try pick(maxPushDevices, "max-push-devices") {
+      guard v >= 1 else { throw ValidationError("--max-push-devices must be at least 1") }
+      core.maxPushDevices = v
+    }
     core.devMode = c.secret == nil
     core.serverVersion = RelayVersion.string
     c.core = core

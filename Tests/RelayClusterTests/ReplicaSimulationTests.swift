@@ -81,6 +81,7 @@ private func fingerprint(_ applied: Applied) -> String {
     case .close(let c, let code, _): s += "|c\(c.raw):\(code)"
     case .drop(let c): s += "|x\(c.raw)"
     case .webhook(let ev, let body): s += "|w\(ev):" + String(decoding: body.bytes, as: UTF8.self)
+    case .push(let job): s += "|u\(job)"
     }
   }
   for (r, result) in applied.admin { s += "|a\(r):\(result)" }

@@ -50,8 +50,8 @@ func code(_ lines: [String]) -> String? {
     let exp = t.h.ts + 45_000
     #expect(lines.prefix(5) == [
       #"c1 <- {"type":"ok","re":"i","callId":"\#(call)","sessionId":"\#(session)"}"#,
-      #"c1 <- {"type":"call.ringing","callId":"\#(call)","uid":"bob"}"#,
-      #"c1 <- {"type":"call.offline","callId":"\#(call)","uid":"dave"}"#,
+      #"c1 <- {"type":"call.ringing","callId":"\#(call)","uid":"bob","pushed":0}"#,
+      #"c1 <- {"type":"call.offline","callId":"\#(call)","uid":"dave","pushed":0}"#,
       #"webhook call.offline {"event":"call.offline","callId":"\#(call)","sessionId":"\#(session)","uid":"dave","from":{"uid":"alice","name":"ALICE"},"to":["bob","dave"],"callType":"video","metadata":{"topic":"x"},"expiresAt":\#(exp),"sentAt":\#(t.h.ts)}"#,
       #"c2,c3 <- {"type":"call.incoming","callId":"\#(call)","sessionId":"\#(session)","from":{"uid":"alice","name":"ALICE"},"to":["bob","dave"],"callType":"video","metadata":{"topic":"x"},"expiresAt":\#(exp)}"#,
     ])

@@ -66,7 +66,7 @@ final class SimWorld {
           if let client = byConnection[c.raw], client.open, !client.silent { pongs.append(c) }
         case .close(let c, _, _): ends.append((c, true))
         case .drop(let c): ends.append((c, false))
-        case .webhook: break
+        case .webhook, .push: break
         }
       }
       for c in pongs { core.alive(c, at: now) }

@@ -34,11 +34,12 @@ struct CraftedSnapshot {
     w.i64(0); w.u64(0)
   }
   var deadlines: Section = { w in w.u64(0); w.count(0) }
+  var push: Section = { w in w.count(0); w.count(0) }  // registrations, job counters
 
   var bytes: [UInt8] {
     var w = BinaryWriter()
     w.u8(version)
-    for section in [profiles, connections, users, grants, sessions, budget, liveness, calls, counters, deadlines] {
+    for section in [profiles, connections, users, grants, sessions, budget, liveness, calls, counters, deadlines, push] {
       section(&w)
     }
     return w.bytes
@@ -162,7 +163,7 @@ struct CraftedSnapshot {
 
   @Test func unknownVersionAndForgedCountsAreRefused() {
     var s = CraftedSnapshot()
-    s.version = 2
+    s.version = RelayCore.snapshotVersion + 1
     #expect(Self.reason(s.bytes)?.contains("unknown snapshot version") == true)
     s = CraftedSnapshot()
     s.profiles = { $0.u32(UInt32.max) }  // four billion profiles in a few bytes
@@ -199,9 +200,42 @@ struct CraftedSnapshot {
     s = CraftedSnapshot()
     s.connections = { w in
       w.count(1); w.u64(UInt64.max); w.bool(false); w.count(0); w.i64(0); w.u8(0)
-      w.bool(false); w.bool(false); w.u32(0); w.count(0); w.u32(0)
+      w.bool(false); w.bool(false); w.bool(false); w.u32(0); w.count(0); w.u32(0)
     }
     #expect(Self.reason(s.bytes)?.contains("reserved") == true, "reserved connection id")
+  }
+
+  /// §9a registrations: what the registry code assumes unique, and tokens and device
+  /// ids `push.register` could never have stored.
+  @Test func inconsistentPushRegistrationsAreRefused() {
+    func registry(_ devices: [(String, [(String, String, String)])]) -> CraftedSnapshot.Section {
+      { w in
+        w.count(1); w.string("a"); w.count(devices.count)
+        for (device, tokens) in devices {
+          w.string(device); w.count(tokens.count)
+          for (kind, token, environment) in tokens { w.string(kind); w.string(token); w.string(environment) }
+        }
+        w.count(0)
+      }
+    }
+    let hex = String(repeating: "ab", count: 32)
+    var s = CraftedSnapshot()
+    s.push = registry([("p", [("fcm", "t", "production")])])
+    #expect(Self.reason(s.bytes) == nil, "a well-formed registration restores")
+    s.push = registry([("p", [("fcm", "t", "production")]), ("p", [("fcm", "u", "production")])])
+    #expect(Self.reason(s.bytes)?.contains("push device of a user") == true)
+    s.push = registry([("p", [("fcm", "t", "production")]), ("q", [("fcm", "t", "production")])])
+    #expect(Self.reason(s.bytes)?.contains("push token of a user") == true)
+    s.push = registry([("p", [("fcm", "t", "production"), ("apns", hex, "production")])])
+    #expect(Self.reason(s.bytes)?.contains("out of order") == true, "kinds out of order")
+    s.push = registry([("p", [])])
+    #expect(Self.reason(s.bytes)?.contains("without tokens") == true)
+    s.push = registry([("p", [("apns", hex.uppercased(), "production")])])
+    #expect(Self.reason(s.bytes)?.contains("not a push token") == true, "APNs hex not canonical")
+    s.push = registry([("p", [("fcm", "t", "sandbox")])])
+    #expect(Self.reason(s.bytes)?.contains("not a push token") == true, "sandbox FCM")
+    s.push = registry([("p q", [("fcm", "t", "production")])])
+    #expect(Self.reason(s.bytes)?.contains("not a device id") == true)
   }
 
   /// States the core never reaches, made by reaching into a real one: its snapshot

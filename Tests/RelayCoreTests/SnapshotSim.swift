@@ -146,6 +146,7 @@ final class TwinSim {
     case .close(let c, let code, let reason): w.u8(2); w.u64(c.raw); w.u32(UInt32(code)); w.string(reason)
     case .drop(let c): w.u8(3); w.u64(c.raw)
     case .webhook(let event, let body): w.u8(4); w.string(event); w.bytes(body.bytes)
+    case .push(let job): w.u8(5); w.string(job.description)
     }
     return w.bytes
   }
@@ -164,7 +165,7 @@ final class TwinSim {
       case .ping(let c): if open.contains(c.raw), !silent.contains(c.raw) { pongs.append(c.raw) }
       case .close(let c, _, _): ends.append((c.raw, true))
       case .drop(let c): ends.append((c.raw, false))
-      case .webhook: break
+      case .webhook, .push: break
       }
     }
     for c in pongs { apply { $0.alive(ConnectionID(c), at: self.now); return [] } }

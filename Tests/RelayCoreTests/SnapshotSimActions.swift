@@ -45,6 +45,7 @@ extension TwinSim {
     case 73..<77: if let c = rng.pick(open.sorted()) { close(c, clean: true) }
     case 77..<79: if let c = rng.pick(open.sorted()) { silent.insert(c) }
     case 79..<83: burst()
+    case 83..<86: command { _ in self.pushCommand() }
     default: advance()
     }
   }
@@ -70,7 +71,19 @@ extension TwinSim {
       json += #","resume":{"token":"\#(old.token)","sessions":{\#(listed.joined(separator: ","))}}"#
       seqs[raw] = seqs[old.c]
     }
+    if rng.chance(60) { json += #","device":"d\#(rng.below(3))""# }
     send(raw, json + "}")
+  }
+
+  /// §9a registrations on three devices (without `device` the hello's applies), now
+  /// and then an unregister: the registry, and the pushes it drives, are in the twin's
+  /// state too.
+  func pushCommand() -> String {
+    let kind = rng.pick(["apns-voip", "apns", "fcm"]) ?? "fcm"
+    let token = kind == "fcm" ? "f\(rng.below(5))" : String(repeating: "\(rng.below(5))", count: 64)
+    if rng.chance(20) { return #"{"type":"push.unregister","id":"p","token":"\#(token)"}"# }
+    let device = rng.chance(70) ? #","device":"d\#(rng.below(3))""# : ""
+    return #"{"type":"push.register","id":"p","token":"\#(token)","kind":"\#(kind)"\#(device)}"#
   }
 
   /// Several commands of one connection at one instant: the §6, §7 and §7a rate

@@ -88,6 +88,7 @@ final class Harness {
     case .close(let c, let code, let reason): return "close \(c) \(code) \(reason)"
     case .drop(let c): return "drop \(c)"
     case .webhook(let event, let body): return "webhook \(event) " + String(decoding: body.bytes, as: UTF8.self)
+    case .push(let job): return "push \(job)"
     }
   }
 

@@ -58,7 +58,7 @@ def subset(msg: dict, expected: dict) -> bool:
 async def test_accept_on_one_device_then_end(relay):
     alice, bob1, bob2 = await dev(relay, "alice"), await dev(relay, "bob"), await dev(relay, "bob")
     call, session = await initiate(alice, ["bob"], metadata={"topic": "standup"})
-    assert await alice.recv() == {"type": "call.ringing", "callId": call, "uid": "bob"}
+    assert await alice.recv() == {"type": "call.ringing", "callId": call, "uid": "bob", "pushed": 0}
     for device in (bob1, bob2):
         msg = await device.recv()
         assert msg["type"] == "call.incoming" and subset(msg, incoming(call, session, ["bob"])), msg
@@ -141,7 +141,7 @@ async def test_ring_timeout(relay_factory):
 async def test_offline_callee_gets_incoming_right_after_welcome(relay):
     alice = await dev(relay, "alice")
     call, session = await initiate(alice, ["bob"])
-    assert await alice.recv() == {"type": "call.offline", "callId": call, "uid": "bob"}
+    assert await alice.recv() == {"type": "call.offline", "callId": call, "uid": "bob", "pushed": 0}
     bob = await Client.connect(relay.ws)
     await bob.send({"type": "hello", "id": "h", "dev": {"uid": "bob", "name": "Bob"}})
     assert (await bob.recv())["type"] == "welcome"
@@ -228,7 +228,7 @@ async def test_http_call_api(token_relay):
     tokens = {u: mint(u) for u in ("alice", "bob", "carol")}
     alice = await token_client(token_relay, tokens["alice"])
     call, session = await initiate(alice, ["bob"])
-    assert await alice.recv() == {"type": "call.offline", "callId": call, "uid": "bob"}
+    assert await alice.recv() == {"type": "call.offline", "callId": call, "uid": "bob", "pushed": 0}
     base = f"{token_relay.http}/v1/calls/{call}"
 
     status, body = http("GET", base, tokens["bob"])
