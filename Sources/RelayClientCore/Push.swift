@@ -31,17 +31,11 @@ public enum PushEnvironment: String, Sendable, Equatable {
 /// The app-install id of `hello.device` (§4): 1–128 bytes of `[A-Za-z0-9._:-]`.
 public enum DeviceID {
   /// Longest id the relay accepts, in bytes.
-  public static let maxBytes = 128
+  public static let maxBytes = PushFields.maxDeviceBytes
 
-  /// Whether the relay accepts `id` as `hello.device` / `push.register.device`.
-  public static func isValid(_ id: String) -> Bool {
-    let bytes = id.utf8
-    guard !bytes.isEmpty, bytes.count <= maxBytes else { return false }
-    return bytes.allSatisfy { b in
-      (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
-        || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: ":") || b == UInt8(ascii: "-")
-    }
-  }
+  /// Whether the relay accepts `id` as `hello.device` / `push.register.device`: the
+  /// relay's own rule (`PushFields.isDevice`).
+  public static func isValid(_ id: String) -> Bool { PushFields.isDevice(id) }
 
   /// A fresh id: 128 random bits as 32 hex digits, unguessable enough that two
   /// installs never collide. The shell passes a system generator; tests a seeded one.

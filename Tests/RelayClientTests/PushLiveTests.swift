@@ -138,6 +138,60 @@ import Testing
     relay.stop()
   }
 
+  @Test("hello.device makes a foreground device awake (not pushed); backgrounded or gone, it is pushed")
+  func awakeDevices() async throws {
+    let relay = try RelayProcess(["--ring-timeout", "20000"])
+    let (alice, ra) = client(relay, dev("alice", host: true), device: .fixed("alice-laptop"))
+    alice.addParticipantEventListener(id: "r", ra)
+    let (phone, rp) = client(relay, dev("bob"), device: .fixed("bob-phone"))
+    let (tablet, _) = client(relay, dev("bob"), device: .fixed("bob-tablet"))
+    for c in [alice, phone, tablet] { try await c.connect() }
+    try await phone.registerPushToken(Self.voipToken, kind: .apnsVoip)
+    try await tablet.registerPushToken("fcm-tablet-token", kind: .fcm)
+
+    // Both devices open and in the foreground: rung over their sockets only.
+    let first = try await alice.initiateCall(to: ["bob"], callType: .audio)
+    await rp.wait(for: "incoming alice")
+    try await waitPushed(alice, first.id, 0)
+    try await alice.cancelCall(callID: first.id)
+
+    // The phone goes to the background (the next command's `ok` proves the relay read
+    // `client.background` first: one connection, in order): pushed, and its socket rings too.
+    phone.setBackground(true)
+    try await phone.registerPushToken(Self.voipToken, kind: .apnsVoip)
+    let second = try await alice.initiateCall(to: ["bob"], callType: .video)
+    try await waitPushed(alice, second.id, 1)
+    #expect(alice.state.calls[second.id]?.callees["bob"] == "ringing", "the backgrounded socket still rings too")
+    try await alice.cancelCall(callID: second.id)
+
+    // The tablet's app is gone (alice sees it leave their room, so the relay knows): pushed as well.
+    let room = "push-room-\(UUID().uuidString)"
+    try await alice.joinSession(sessionID: room)
+    try await tablet.joinSession(sessionID: room)
+    tablet.disconnect()
+    await ra.wait(for: "participantLeft \(room) bob left")
+    let third = try await alice.initiateCall(to: ["bob"], callType: .video)
+    try await waitPushed(alice, third.id, 2)
+    try await alice.cancelCall(callID: third.id)
+
+    // Unregistered: no push for that device any more.
+    try await phone.unregisterPushToken(Self.voipToken)
+    let fourth = try await alice.initiateCall(to: ["bob"], callType: .audio)
+    try await waitPushed(alice, fourth.id, 1)
+    for c in [alice, phone] { c.disconnect() }
+    relay.stop()
+  }
+
+  /// Waits (bounded; `Recorder` rechecks `state` conditions every 50 ms) until the
+  /// caller heard `call.ringing`/`call.offline` for bob, then checks `pushed`.
+  private func waitPushed(_ caller: RelayClient, _ callID: String, _ count: Int) async throws {
+    // (`callees` starts as "ringing" with the `ok`; `pushed` comes with the event.)
+    await Recorder().wait(10, "call.ringing/call.offline for bob") { _ in
+      caller.state.calls[callID]?.pushed["bob"] != nil
+    }
+    #expect(caller.state.calls[callID]?.pushed["bob"] ?? -1 == count)
+  }
+
   @Test("a relay that is not there: nothing was sent")
   func unreachable() async {
     let api = RelayHTTPAPI(
