@@ -233,7 +233,8 @@ extension BinaryReader {
   }
 
   fileprivate mutating func admin(_ max: Int) -> AdminAction? {
-    switch maybeU8() {
+    let code = maybeU8()
+    switch code {
     case 0: return .createSession
     case 1:
       guard let s = string(max: max), let u = string(max: max) else { return nil }
@@ -247,14 +248,14 @@ extension BinaryReader {
     case 4:
       guard let id = string(max: max), let t = string(max: max) else { return nil }
       return .callInfo(callId: id, token: t)
-    default: return pushAdmin(max)
+    default: return pushAdmin(code, max)
     }
   }
 
   /// §9a push actions: the fields are checked again (`PushFields`), the same way on
   /// every replica, so a hand-written record cannot store what a request could not.
-  fileprivate mutating func pushAdmin(_ max: Int) -> AdminAction? {
-    switch maybeU8() {
+  fileprivate mutating func pushAdmin(_ code: UInt8?, _ max: Int) -> AdminAction? {
+    switch code {
     case 5:
       guard let device = string(max: max), let bearer = string(max: max), let token = string(max: max),
         let kind = string(max: max), let environment = string(max: max),

@@ -66,14 +66,17 @@ extension Serve {
     if let v = try pickMs(ringTimeout, "ring-timeout") { core.ringTimeoutMs = v }
     if let v = try pick(ringRate, "ring-rate") { core.ringRate = v }
     if let v = try pickMs(helloTimeout, "hello-timeout") { core.helloTimeoutMs = v }
-    if let v = try pick(maxPushDevices, "max-push-devices") {
-      guard v >= 1 else { throw ValidationError("--max-push-devices must be at least 1") }
-      core.maxPushDevices = v
-    }
+    if let v = try pick(maxPushDevices, "max-push-devices") { core.maxPushDevices = try Self.atLeastOne(v, "max-push-devices") }
     core.devMode = c.secret == nil
     core.serverVersion = RelayVersion.string
     c.core = core
     return c
+  }
+
+  /// A count that must be at least 1 (0 would keep nothing).
+  static func atLeastOne(_ v: Int, _ flag: String) throws -> Int {
+    guard v >= 1 else { throw ValidationError("--\(flag) must be at least 1") }
+    return v
   }
 
   /// `HOST:PORT`, `[v6]:PORT`, or `:PORT` (loopback).

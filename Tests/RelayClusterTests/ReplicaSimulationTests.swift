@@ -141,7 +141,9 @@ private struct World {
       node.nextLocal += 1
       node.open.append(c)
       append(node, .open(connection: c))
-      text(node, c, #"{"type":"hello","dev":{"uid":"\#(uid)","name":"\#(uid)"}}"#)
+      text(node, c, #"{"type":"hello","dev":{"uid":"\#(uid)","name":"\#(uid)"},"device":"d\#(c % 3)"}"#)
+      // §9a: every device registers, so calls push the asleep ones on every replica.
+      text(node, c, #"{"type":"push.register","token":"t-\#(uid)-\#(c % 3)","kind":"fcm"}"#)
     case 2, 3:
       guard let c = node.open.randomElement(using: &rng) else { return }
       text(node, c, #"{"type":"session.join","id":"j","session":"\#(session)"}"#)
@@ -168,6 +170,7 @@ private struct World {
       if !paused, rng.below(6) == 0 { node.pausedUntilMs = nowMs + timeoutMs + Int64(rng.below(3_000)) }
     case 11:
       append(node, .admin(request: UInt64(rng.below(1000)), .removeParticipant(session: session, uid: uid)))
+      append(node, .admin(request: UInt64(rng.below(1000)), .removePushToken(uid: uid, token: "t-\(uid)-\(rng.below(3))")))
     case 13:
       // A record XADDed by hand: garbage at the next position, a stale or skipping
       // position, a time out of range, or a node that never joined.
@@ -391,6 +394,8 @@ private struct World {
 
   @Test func batchesRoundTripAndForeignBytesAreRefused() {
     let limits = LogLimits(maxTextBytes: 16)
+    let fcm = PushRegistrationFields(token: "f", kind: "fcm", environment: nil, device: nil)
+    let apns = PushRegistrationFields(token: String(repeating: "a", count: 64), kind: "apns", environment: "sandbox", device: nil)
     let inputs: [LogInput] = [
       .join(JoinRequest(name: "n-1", nonce: 9, rules: testRules)), .leave, .beat, .tick,
       .open(connection: 1 << 41 | 9), .text(connection: 12, [0, 1, 2, 255]), .closed(connection: 12, clean: true),
@@ -398,6 +403,10 @@ private struct World {
       .admin(request: 79, .call(.reject(.busy), callId: "c", token: "t.t.t")),
       .admin(request: 80, .sessionInfo(session: "s")), .admin(request: 81, .callInfo(callId: "c", token: "t")),
       .digest(position: 5, digest: [1, 2], stored: true), .upgrade(rules: 3),
+      .admin(request: 82, .pushDevice(.register(fcm), device: "d", token: "t")),
+      .admin(request: 83, .pushDevice(.register(apns), device: "d", token: "t")),
+      .admin(request: 84, .pushDevice(.unregister, device: "d", token: "t")),
+      .admin(request: 85, .removePushToken(uid: "u", token: "f")),
     ]
     for input in inputs {
       let bytes = LogBatch(node: 3, inputs: [input]).encoded()
@@ -410,6 +419,10 @@ private struct World {
     #expect(LogBatch(decoding: [], limits: limits) == nil)
     #expect(LogBatch(decoding: [LogBatch.formatVersion, 1, 0, 0, 0], limits: limits) == nil, "no inputs")
     #expect(LogBatch(decoding: [1, 1, 0, 0, 0, 1, 0, 0, 0, 3], limits: limits) == nil, "another format version")
+    // A registration a request could not have made (not hex for an APNs kind) is refused.
+    let forged = PushRegistrationFields(token: "not-hex", kind: "apns", environment: nil, device: nil)
+    let bad = LogBatch(node: 1, inputs: [.admin(request: 1, .pushDevice(.register(forged), device: "d", token: "t"))])
+    #expect(LogBatch(decoding: bad.encoded(), limits: limits) == nil, "a token push.register would refuse")
     let long = LogBatch(node: 1, inputs: [.text(connection: 1, Array(repeating: 1, count: 17))]).encoded()
     #expect(LogBatch(decoding: long, limits: limits) == nil, "a text longer than a socket could deliver")
   }
