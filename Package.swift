@@ -43,6 +43,10 @@ let package = Package(
     .systemLibrary(
       name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
     .target(name: "CRelayShims", dependencies: ["CLibUV", "COpenSSL"]),
+    // libcurl (OpenSSL flavour, HTTP/2 through nghttp2) with typed wrappers of its
+    // variadic setopt/getinfo calls.
+    .systemLibrary(
+      name: "CLibCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
     // Pure layer: no libuv, no OpenSSL, no clock, no unseeded randomness. Each target
     // lists exactly the local targets its files import.
@@ -53,14 +57,21 @@ let package = Package(
     .target(name: "RelayProtocol", dependencies: ["RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
+    // RelayPush: the push providers' wire rules (APNs, FCM), credentials' lifetimes and
+    // the retry schedule, with time and keys passed in.
+    .target(name: "RelayPush", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: strict),
 
     // I/O shell: the only Swift that touches libuv / OpenSSL.
     .target(name: "EventLoop", dependencies: ["CLibUV", "CRelayShims", "RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayPrimitives"], swiftSettings: strict),
+    // Outbound HTTP/1.1 and HTTP/2 (webhooks, push providers): libcurl's multi socket
+    // interface on the relay's loop.
+    .target(name: "OutboundHTTP", dependencies: ["CLibCurl", "EventLoop", "RelayPrimitives"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [
         "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
+        "OutboundHTTP", "RelayPush",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -85,7 +96,7 @@ let package = Package(
     .executableTarget(
       name: "relay",
       dependencies: [
-        "RelayServer", "RelayCore", "RelayProtocol", "RelayPrimitives", "EventLoop",
+        "RelayServer", "RelayCore", "RelayProtocol", "RelayPrimitives", "EventLoop", "RelayPush",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Logging", package: "swift-log"),
       ],
@@ -116,13 +127,16 @@ let package = Package(
     .testTarget(name: "RelayWebSocketTests", dependencies: ["RelayWebSocket", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"]),
-    .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "TestSupport"]),
+    .testTarget(name: "RelayPushTests", dependencies: ["RelayPush", "RelayCore", "RelayProtocol", "RelayPrimitives"]),
+    .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "RelayProtocol", "RelayPrimitives", "TestSupport"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
+    .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "EventLoop", "TestSupport"], exclude: ["Fixtures"]),
     .testTarget(
       name: "RelayServerTests",
       dependencies: [
         "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "RelayCrypto", "TestSupport",
+        "OutboundHTTP",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol", "RelayPrimitives"]),

@@ -10,7 +10,7 @@ want_test=0
 sudo_cmd=()
 [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
 
-apt_pkgs=(libuv1-dev libssl-dev pkg-config)
+apt_pkgs=(libuv1-dev libssl-dev libcurl4-openssl-dev pkg-config)
 # chromium + chromium-driver: the demo page's browser tests (Tests/integration/test_demo_browser.py);
 # redis-server, redis-sentinel, haproxy, faketime: the cluster tests (faketime runs a node
 # with a skewed wall clock); npm + node-typescript: the JS client's package and type checks.

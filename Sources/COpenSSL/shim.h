@@ -5,3 +5,5 @@
 #include <openssl/sha.h>
 #include <openssl/rand.h>
 #include <openssl/crypto.h>
+#include <openssl/pem.h>
+#include <openssl/bio.h>

@@ -146,9 +146,18 @@ public enum JWT {
 
   /// Compact JWS: base64url(header).base64url(claims).base64url(HMAC).
   public static func sign(claims: JSONObject, secret: [UInt8], hmac: HMACFunction) -> String {
-    let header = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
-    let payload = Base64URL.encode(JSONValue.object(claims).encoded())
-    let signingInput = header + "." + payload
-    return signingInput + "." + Base64URL.encode(hmac(secret, Array(signingInput.utf8)))
+    var header = JSONObject()
+    header.append("alg", .string("HS256"))
+    header.append("typ", .string("JWT"))
+    return sign(header: header, claims: claims) { hmac(secret, $0) }
+  }
+
+  /// Compact JWS (RFC 7515 §7.1) with any algorithm: `signature` gets the signing
+  /// input `base64url(header).base64url(claims)` and returns the JWS signature bytes
+  /// (HS256 here; ES256 and RS256 keys from RelayCrypto for push providers).
+  public static func sign(header: JSONObject, claims: JSONObject, signature: ([UInt8]) -> [UInt8]) -> String {
+    let signingInput =
+      Base64URL.encode(JSONValue.object(header).encoded()) + "." + Base64URL.encode(JSONValue.object(claims).encoded())
+    return signingInput + "." + Base64URL.encode(signature(Array(signingInput.utf8)))
   }
 }

@@ -1,5 +1,6 @@
 import EventLoop
 import Logging
+import OutboundHTTP
 import RelayCluster
 import RelayCore
 import RelayProtocol
@@ -108,27 +109,19 @@ extension RelayServer {
 
   // MARK: Webhook wiring
 
-  /// Builds the webhook client from `--webhook-url` / `--webhook-secret` (contract
-  /// §11). A URL that cannot be used is logged and webhooks stay off; the relay itself
-  /// still runs.
-  func makeWebhookClient() -> WebhookClient? {
+  /// Builds the webhook client from `--webhook-url` / `--webhook-secret` /
+  /// `--tls-ca-file` (contract §11). The command line refused settings that cannot
+  /// work (exit 64, `outboundSettingsProblem`); the host is resolved per connection,
+  /// never here.
+  func makeWebhookClient() throws -> WebhookClient? {
     guard let url = config.webhookURL, !url.isEmpty else { return nil }
-    guard var endpoint = WebhookEndpoint.parse(url) else {
-      logger.error("--webhook-url must be http://HOST[:PORT]/PATH; webhooks disabled", metadata: ["url": "\(url)"])
-      return nil
-    }
-    // One blocking lookup at start, never on the hot path.
-    guard let address = HostResolver.address(of: endpoint.host) else {
-      logger.error("cannot resolve the webhook host; webhooks disabled", metadata: ["host": "\(endpoint.host)"])
-      return nil
-    }
-    endpoint.host = address
+    if let problem = config.outboundSettingsProblem() { throw HTTPClientError(problem) }
     if config.webhookSecret == nil {
       logger.warning("--webhook-url without --webhook-secret: webhooks are signed with an empty key")
     }
     logger.info("webhook enabled", metadata: ["url": "\(url)"])
-    return WebhookClient(
-      loop: loop, endpoint: endpoint, secret: config.webhookSecret ?? "", settings: WebhookSettings(),
+    return try WebhookClient(
+      loop: loop, url: url, secret: config.webhookSecret ?? "", caFile: config.tlsCAFile, settings: WebhookSettings(),
       metrics: metrics, logger: logger)
   }
 }

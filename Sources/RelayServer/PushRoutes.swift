@@ -62,6 +62,7 @@ extension RelayServer {
   func performPush(_ job: PushJob) {
     pushJobsPerformed += 1
     logger.debug("push job: \(job)")
+    pushService?.submit(job)
   }
 
   /// §9a `relay_push_registrations` and the jobs this node performed.
@@ -70,5 +71,13 @@ extension RelayServer {
     metrics.mirror("relay_push_registrations", s.registrations)
     metrics.mirror("relay_push_devices", s.devices)
     metrics.mirrorCounter("relay_push_jobs_total", pushJobsPerformed)
+    guard let pushService else { return }
+    for (key, total) in pushService.counts {
+      let parts = key.split(separator: "|").map(String.init)
+      metrics.mirrorCounter("relay_push_sent_total", labels: [("provider", parts[0]), ("result", parts[1])], total)
+    }
+    metrics.mirror("relay_push_queued", pushService.held)
+    metrics.mirrorCounter("relay_push_apns_tokens_signed_total", UInt64(pushService.apnsTokensSigned))
+    metrics.mirrorCounter("relay_push_fcm_tokens_fetched_total", UInt64(pushService.fcmTokensFetched))
   }
 }

@@ -32,6 +32,8 @@ public final class RelayServer {
   var pendingAdmin: [UInt64: ServerConnection] = [:]
   /// `Effect.push` jobs this node performed (`relay_push_jobs_total`).
   var pushJobsPerformed: UInt64 = 0
+  /// §9a pushes (PushService.swift); nil without `config.push`.
+  var pushService: PushService?
   var nextAdminRequest: UInt64 = 1
   /// Text messages given to the core (for sampling their duration).
   var commandCount: UInt64 = 0
@@ -94,6 +96,8 @@ public final class RelayServer {
     let l: TCPListener
     do {
       try loadTLS()
+      webhookClient = try makeWebhookClient()
+      pushService = try makePushService()
       l = try TCPListener(loop: loop, host: config.host, port: config.port)
       l.sendBufferBytes = config.socketSendBufferBytes
       // A cluster node listens once it has joined and caught up with the log, so a
@@ -102,12 +106,15 @@ public final class RelayServer {
       // then /readyz says 503 while /healthz answers, contract §12).
       if cluster == nil { try l.listen { [unowned self] tcp in self.accept(tcp) } }
     } catch {
+      webhookClient?.close()
+      webhookClient = nil
+      pushService?.close()
+      pushService = nil
       loop.close()  // nothing else was created yet; every handle is closed before the loop goes
       throw error
     }
     listener = l
     boundPort = l.port
-    webhookClient = makeWebhookClient()
     coreTimer = EventLoop.Timer(loop: loop)
     let sweep = EventLoop.Timer(loop: loop)
     sweep.start(afterMs: 250, repeatMs: 250) { [unowned self] in self.sweep() }
@@ -421,6 +428,7 @@ public final class RelayServer {
       coreTimer = nil
       closeDeferredReads()
       webhookClient?.close()  // contract §11: a pending webhook never holds the exit
+      pushService?.close()  // nor a pending push
       if force { cluster?.close() } else { cluster?.leave {} }
       for s in signals { s.close() }
       signals = []

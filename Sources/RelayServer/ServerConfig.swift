@@ -53,10 +53,16 @@ public struct ServerConfig: Sendable {
   public var drainTimeoutMs: Int64 = 10_000
   public var webhookURL: String?
   public var webhookSecret: String?
+  /// `--tls-ca-file`: PEM trust roots added to the system's for every outbound TLS
+  /// connection (webhooks, push providers).
+  public var tlsCAFile: String?
   public var core: CoreConfig
   /// `--tls-cert` / `--tls-key` (PEM): with both, the listener speaks TLS only.
   public var tlsCertFile: String?
   public var tlsKeyFile: String?
+  /// §9a push providers (`--apns-*`, `--fcm-*`); nil: no push is sent (jobs are
+  /// counted as `unconfigured`).
+  public var push: PushSettings?
   /// Cluster mode (contract §12); nil runs standalone.
   public var cluster: ClusterConfig?
 

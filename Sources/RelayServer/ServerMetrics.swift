@@ -27,6 +27,8 @@ final class ServerMetrics {
   let webhookFailed: CoreMetrics.Counter
   let webhookRetried: CoreMetrics.Counter
   let webhookDropped: CoreMetrics.Counter
+  /// §9a `relay_push_seconds`: from the ring to the push provider's answer.
+  let pushSeconds: DurationHistogram
   private var mirrored: [String: CoreMetrics.Gauge] = [:]
   private var mirroredCounters: [String: CoreMetrics.Counter] = [:]
 
@@ -56,6 +58,12 @@ final class ServerMetrics {
     webhookFailed = CoreMetrics.Counter(label: "relay_webhook_failed_total", factory: f)
     webhookRetried = CoreMetrics.Counter(label: "relay_webhook_retried_total", factory: f)
     webhookDropped = CoreMetrics.Counter(label: "relay_webhook_dropped_total", factory: f)
+    pushSeconds = registry.makeDurationHistogram(
+      name: "relay_push_seconds",
+      buckets: [
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(250), .milliseconds(500), .milliseconds(1000), .milliseconds(5000), .milliseconds(30000),
+      ])
   }
 
   /// Sets a gauge mirrored from a core value (`name` with optional labels).

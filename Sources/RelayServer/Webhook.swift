@@ -1,5 +1,6 @@
 import EventLoop
 import Logging
+import OutboundHTTP
 import RelayCore
 import RelayCrypto
 import CoreMetrics
@@ -14,23 +15,33 @@ struct WebhookSettings {
   var maxConcurrent = 4
   /// Attempts per event, the first included.
   var maxAttempts = 4
-  var connectTimeoutMs: UInt64 = 2_000
-  var responseTimeoutMs: UInt64 = 5_000
+  var connectTimeoutMs = 2_000
+  /// Bound on one attempt, connect included.
+  var requestTimeoutMs = 5_000
   /// Backoff before retry n (n ≥ 1): at least min(5 000, 200 · 2^(n−1)) ms, plus up
   /// to half of that again as random jitter, so many relays do not retry in step.
   /// A receiver that answered 5xx gets that floor to recover; the ceiling (1.5 ×
   /// the floor) is what `Backoff` doubles.
   var backoff = Backoff(baseMs: 300, capMs: 7_500, floor: (2, 3))
-  /// Bytes of the response read while looking for the status line.
-  var maxResponseBytes = 8_192
+  /// Response bytes read; a receiver's answer is only its status.
+  var maxResponseBytes = 64 << 10
+
+  /// The HTTP client's bounds for these settings (`caFile`: `--tls-ca-file`).
+  func http(caFile: String?) -> HTTPClientSettings {
+    HTTPClientSettings(
+      caFile: caFile, maxInFlight: maxConcurrent, maxResponseBytes: maxResponseBytes,
+      connectTimeoutMs: connectTimeoutMs, maxConnectionsPerHost: maxConcurrent)
+  }
 }
 
-/// Delivers the core's `.webhook` effects as signed HTTP POSTs on the relay's own loop.
-/// Nothing here blocks: connects, writes and reads are libuv callbacks, and each event
-/// is bounded in time (timeouts × attempts) and in memory (queue cap).
+/// Delivers the core's `.webhook` effects as signed HTTP POSTs over the relay's
+/// outbound HTTP client (OutboundHTTP: `http://` or `https://`, names resolved per
+/// connection, connections kept). Nothing here blocks, and each event is bounded in
+/// time (timeouts × attempts) and in memory (queue cap).
 final class WebhookClient {
+  private let url: String
+  private let http: HTTPClient
   private let loop: Loop
-  private let endpoint: WebhookEndpoint
   private let secret: [UInt8]
   let settings: WebhookSettings
   private let metrics: ServerMetrics
@@ -42,9 +53,13 @@ final class WebhookClient {
   /// Backoff jitter, seeded once from OpenSSL's CSPRNG so relays differ.
   private var jitter = SeededRandom(seed: Crypto.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
 
-  init(loop: Loop, endpoint: WebhookEndpoint, secret: String, settings: WebhookSettings, metrics: ServerMetrics, logger: Logger) {
+  init(
+    loop: Loop, url: String, secret: String, caFile: String?, settings: WebhookSettings, metrics: ServerMetrics,
+    logger: Logger
+  ) throws {
     self.loop = loop
-    self.endpoint = endpoint
+    self.url = url
+    http = try HTTPClient(loop: loop, settings: settings.http(caFile: caFile))
     self.secret = Array(secret.utf8)
     self.settings = settings
     self.metrics = metrics
@@ -65,10 +80,12 @@ final class WebhookClient {
 
   /// Shutdown: drops queued events and aborts those in flight so the loop can end.
   func close() {
+    guard !closed else { return }
     closed = true
     queue.removeAll(keepingCapacity: false)
-    for job in active { job.abort() }
+    for job in active { job.stopWaiting() }
     active.removeAll()
+    http.close()
   }
 
   private func pump() {
@@ -83,31 +100,31 @@ final class WebhookClient {
 
   private func attempt(_ job: WebhookJob) {
     job.attempts += 1
-    let request = WebhookAttempt.request(
-      endpoint: endpoint, event: job.event, body: job.body, secret: secret, attempt: job.attempts)
-    let attempt = WebhookAttempt(loop: loop, request: request, settings: settings) { [unowned self, job] result in
-      job.current = nil
-      self.completed(job, result)
+    let request = WebhookRequest.make(
+      url: url, event: job.event, body: job.body, secret: secret, attempt: job.attempts,
+      timeoutMs: settings.requestTimeoutMs)
+    let sent = http.send(request) { [unowned self, job] result in
+      self.completed(job, WebhookOutcome(result))
     }
-    job.current = attempt
-    attempt.start(endpoint)
+    // One slot per active job keeps the client under its bound; a refusal is only
+    // possible while closing.
+    if !sent { completed(job, .retry("not sent")) }
   }
 
-  private func completed(_ job: WebhookJob, _ result: WebhookAttemptResult) {
+  private func completed(_ job: WebhookJob, _ outcome: WebhookOutcome) {
     guard !closed else { return }
-    switch result {
-    case .status(let code) where (200..<300).contains(code):
+    switch outcome {
+    case .delivered:
       metrics.webhookSent.increment()
       done(job)
-    case .status(let code) where code < 500 && code != 408 && code != 429:
-      // The receiver refused this event; sending it again would not change that.
+    case .refused(let code):
       metrics.webhookFailed.increment()
       logger.warning("webhook refused", metadata: ["event": "\(job.event)", "status": "\(code)"])
       done(job)
-    default:
+    case .retry(let why):
       guard job.attempts < settings.maxAttempts else {
         metrics.webhookFailed.increment()
-        logger.warning("webhook gave up", metadata: ["event": "\(job.event)", "attempts": "\(job.attempts)", "last": "\(result)"])
+        logger.warning("webhook gave up", metadata: ["event": "\(job.event)", "attempts": "\(job.attempts)", "last": "\(why)"])
         return done(job)
       }
       metrics.webhookRetried.increment()
@@ -134,7 +151,6 @@ final class WebhookJob {
   let event: String
   let body: [UInt8]
   var attempts = 0
-  var current: WebhookAttempt?
   private var backoff: EventLoop.Timer?
 
   init(event: String, body: [UInt8]) {
@@ -153,10 +169,8 @@ final class WebhookJob {
     }
   }
 
-  func abort() {
+  func stopWaiting() {
     backoff?.close()
     backoff = nil
-    current?.cancel()
-    current = nil
   }
 }

@@ -48,6 +48,8 @@ struct Serve: ParsableCommand {
   @Option(name: .customLong("hello-timeout"), help: "ms") var helloTimeout: Int?
   @Option(name: .customLong("webhook-url")) var webhookURL: String?
   @Option(name: .customLong("webhook-secret")) var webhookSecret: String?
+  @Option(name: .customLong("tls-ca-file"), help: "PEM trust roots added to the system's for outbound TLS (webhooks, push).")
+  var tlsCAFile: String?
   @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve wss:// and https:// only.") var tlsCert: String?
   @Option(name: .customLong("tls-key"), help: "PEM private key (ECDSA or RSA) of --tls-cert.") var tlsKey: String?
   @Option(
@@ -67,6 +69,7 @@ struct Serve: ParsableCommand {
   @Flag(name: .customLong("redis-skip-policy-check"), help: "cluster: trust Redis's maxmemory-policy without reading it")
   var redisSkipPolicyCheck = false
   @Option(name: .customLong("log-level"), help: "trace|debug|info|notice|warning|error") var logLevel: String?
+  @OptionGroup(title: "Push (§9a)") var push: PushOptions
 
   func run() throws {
     var config = try makeConfig()
@@ -111,6 +114,7 @@ struct Serve: ParsableCommand {
       logger.warning("DEV MODE: no --secret; hello.dev accepted without a token, any user may join any session")
     }
     config.core.devMode = config.devMode
+    config.push = try push.settings()
     let server = RelayServer(config: config, logger: logger, verifyToken: Tokens.verifier(secret: config.secret))
     do {
       try server.start()

@@ -17,6 +17,7 @@ extension Serve {
     c.demo = try demo ?? Env.bool("demo") ?? (c.secret == nil)
     c.webhookURL = webhookURL ?? Env.string("webhook-url")
     c.webhookSecret = webhookSecret ?? Env.string("webhook-secret")
+    try applyOutbound(&c)
     func pick(_ v: Int?, _ flag: String) throws -> Int? {
       if let v {
         guard v >= 0 else { throw ValidationError("--\(flag) must not be negative") }
@@ -90,6 +91,17 @@ extension Serve {
     if host.isEmpty { host = "127.0.0.1" }
     if host == "localhost" { host = "127.0.0.1" }
     return (host, port)
+  }
+}
+
+extension Serve {
+  /// `--tls-ca-file`, then the outbound settings' check. Contract §11: a setting
+  /// that cannot work stops the start (exit 64), never "webhooks disabled" while
+  /// running.
+  func applyOutbound(_ c: inout ServerConfig) throws {
+    c.tlsCAFile = tlsCAFile ?? Env.string("tls-ca-file")
+    if c.webhookURL?.isEmpty == true { c.webhookURL = nil }
+    if let problem = c.outboundSettingsProblem() { throw ValidationError(problem) }
   }
 }
 

@@ -282,6 +282,10 @@ extension SnapshotHostileTests {
     let h = Harness()
     h.join(1, uid: "a", session: "s")
     seeds.append(h.core.snapshot())  // with heartbeat checks in the core
+    let push = PushHarness()
+    push.registerBobAndKill()
+    _ = push.call()
+    seeds.append(push.h.core.snapshot())  // §9a registrations, a pushed callee mid-ring
     for (i, bytes) in seeds.enumerated() {
       try Data(bytes).write(to: URL(fileURLWithPath: dir).appendingPathComponent("seed-\(i)"))
     }

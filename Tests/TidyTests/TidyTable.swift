@@ -31,14 +31,16 @@ enum TidyTable {
     "RelayCore": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol"]),
     "RelayCluster": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore"]),
     "RelayClientCore": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol"]),
+    "RelayPush": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore"]),
 
     "EventLoop": .shell(libc.union(["CLibUV", "CRelayShims", "RelayPrimitives"])),
     "RelayCrypto": .shell(
       libc.union(["COpenSSL", "CRelayShims", "RelayPrimitives"])),
+    "OutboundHTTP": .shell(libc.union(["CLibCurl", "EventLoop", "RelayPrimitives"])),
     "RelayServer": .shell(
       libc.union([
         "EventLoop", "RelayCrypto", "RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore",
-        "RelayCluster", "Logging", "Metrics", "CoreMetrics", "Prometheus",
+        "RelayCluster", "OutboundHTTP", "RelayPush", "Logging", "Metrics", "CoreMetrics", "Prometheus",
       ])),
     "RelayClient": .shell(
       libc.union([
@@ -48,7 +50,7 @@ enum TidyTable {
     "relay": .shell(
       libc.union([
         "RelayServer", "RelayCrypto", "RelayCore", "RelayProtocol", "RelayWebSocket", "RelayPrimitives",
-        "EventLoop", "ArgumentParser", "Logging",
+        "EventLoop", "ArgumentParser", "Logging", "RelayPush",
       ])),
     "relay-bots": .shell(
       libc.union([

@@ -1,12 +1,17 @@
 """Webhook (contract §11) against a local receiver: signed POSTs for call.offline and
 the withdrawal call.cancelled, retries with backoff after 5xx, a bounded number of
-attempts, and a receiver that never answers does not slow the relay's own traffic."""
+attempts, and a receiver that never answers does not slow the relay's own traffic;
+`https://` by host name with `--tls-ca-file`, connections reused, the name resolved
+per connection, and settings that cannot work refused at start (exit 64)."""
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import hmac
 import json
+import socket
+import ssl
+import subprocess
 import threading
 import time
 import urllib.request
@@ -14,27 +19,41 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from conftest import free_port, relay_binary
 from relayclient import Client
+from tlsutil import make_pair
 
 SECRET = "hook-secret"
 
 
 class Receiver:
-    """A webhook receiver on 127.0.0.1 in a thread. `statuses` are answered in order
-    (the last one repeats); `hang` holds every request without answering."""
+    """A webhook receiver (HTTP/1.1, keep-alive) in a thread. `statuses` are answered
+    in order (the last one repeats); `hang` holds every request without answering.
+    `tls` = (cert, key) serves HTTPS; `host`/`port` choose the address (IPv6 for
+    "::1"). `peers` lists each request's client address (its connection)."""
 
-    def __init__(self, statuses=(200,), hang: bool = False):
+    def __init__(self, statuses=(200,), hang: bool = False, tls=None, host: str = "127.0.0.1", port: int = 0):
         self.statuses = list(statuses)
         self.hang = hang
+        self.scheme = "https" if tls else "http"
         self.requests: list[tuple[dict, bytes, float]] = []
+        self.peers: list[tuple] = []
+        self.connections: list[socket.socket] = []
         self.release = threading.Event()
         self.arrived = threading.Condition()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                receiver.connections.append(self.connection)
+
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with receiver.arrived:
+                    receiver.peers.append(self.client_address[:2])
                     receiver.requests.append((dict(self.headers), body, time.monotonic()))
                     status = receiver.statuses[min(len(receiver.requests), len(receiver.statuses)) - 1]
                     receiver.arrived.notify_all()
@@ -48,14 +67,25 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        self.server = Server((host, port), Handler)
+        if tls:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(str(tls[0]), str(tls[1]))
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
     @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hooks/relay"
+        return f"{self.scheme}://127.0.0.1:{self.port}/hooks/relay"
 
     def wait_for(self, count: int, timeout: float = 10.0) -> list[tuple[dict, bytes, float]]:
         deadline = time.monotonic() + timeout
@@ -71,6 +101,11 @@ class Receiver:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+        for c in self.connections:  # kept-alive connections end too: the receiver is gone
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 @pytest.fixture
@@ -87,8 +122,8 @@ def receiver_factory():
         r.close()
 
 
-def hooked(relay_factory, receiver: Receiver, *flags: str):
-    return relay_factory("--webhook-url", receiver.url, "--webhook-secret", SECRET, *flags)
+def hooked(relay_factory, receiver: Receiver, *flags: str, url: str | None = None):
+    return relay_factory("--webhook-url", url or receiver.url, "--webhook-secret", SECRET, *flags)
 
 
 def verify(headers: dict, body: bytes) -> None:
@@ -256,3 +291,87 @@ async def test_session_and_call_lifecycle_events(relay_factory, receiver_factory
     assert names == ["call.accepted", "call.ended", "session.created", "session.ended"]
     for name, body in events:
         assert body["event"] == name and body["sessionId"] == ok["sessionId"]
+
+
+async def test_https_by_host_name_with_ca_file_reuses_the_connection(relay_factory, receiver_factory, tmp_path):
+    cert, key = make_pair(tmp_path / "hooks")
+    receiver = receiver_factory(tls=(cert, key))
+    url = f"https://localhost:{receiver.port}/hooks/relay"
+    relay = hooked(relay_factory, receiver, "--tls-ca-file", str(cert), url=url)
+    alice = await dev(relay, "alice")
+    for i in range(4):
+        await call_offline(alice, [f"dave{i}"])
+        # One after the other (answered and counted before the next): nothing calls
+        # for a second connection.
+        assert await wait_metric(relay, "relay_webhook_sent_total", i + 1) == i + 1
+    requests = receiver.requests
+    for headers, body, _ in requests:
+        verify(headers, body)
+        assert headers["X-Relay-Event"] == "call.offline"
+    assert len(requests) == 4
+    assert len(set(receiver.peers)) == 1, f"events came over {len(set(receiver.peers))} connections"
+
+
+async def test_untrusted_https_receiver_is_not_delivered(relay_factory, receiver_factory, tmp_path):
+    cert, key = make_pair(tmp_path / "hooks")
+    receiver = receiver_factory(tls=(cert, key))
+    relay = hooked(relay_factory, receiver, url=f"https://localhost:{receiver.port}/hooks/relay")
+    alice = await dev(relay, "alice")
+    await call_offline(alice, ["dave"])
+    assert await wait_metric(relay, "relay_webhook_retried_total", 1) == 1
+    assert receiver.requests == []  # the TLS handshake failed: no request reached it
+
+
+def ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback")
+async def test_host_name_is_resolved_per_connection(relay_factory, receiver_factory):
+    """`localhost` names ::1 and 127.0.0.1. The relay starts before any receiver
+    exists; the first answers on ::1 only, then it goes and another answers on
+    127.0.0.1 only, same port: both get their event, so the name is resolved when
+    connecting, not once at start."""
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        port = s.getsockname()[1]
+    url = f"http://localhost:{port}/hooks/relay"
+    relay = relay_factory("--webhook-url", url, "--webhook-secret", SECRET)
+    first = receiver_factory(host="::1", port=port)
+    alice = await dev(relay, "alice")
+    await call_offline(alice, ["dave"])
+    (headers, body, _), = await asyncio.to_thread(first.wait_for, 1)
+    verify(headers, body)
+    assert first.peers[0][0] == "::1"
+    first.close()
+    second = receiver_factory(host="127.0.0.1", port=port)
+    await call_offline(alice, ["erin"])
+    (headers, body, _), = await asyncio.to_thread(second.wait_for, 1)
+    verify(headers, body)
+    assert json.loads(body)["uid"] == "erin" and second.peers[0][0] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--webhook-url", "ftp://hooks.example.com/relay"], "--webhook-url"),
+    (["--webhook-url", "hooks.example.com/relay"], "--webhook-url"),
+    (["--webhook-url", "http://:8080/relay"], "--webhook-url"),
+    (["--webhook-url", "https://hooks.example.com/relay", "--tls-ca-file", "/nonexistent/ca.pem"], "--tls-ca-file"),
+])
+def test_unusable_settings_refuse_to_start(flags, says):
+    proc = subprocess.run([relay_binary(), "serve", "--listen", f"127.0.0.1:{free_port()}", *flags],
+                          capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 64, proc.stdout + proc.stderr
+    assert says in proc.stdout + proc.stderr
+
+
+def test_ca_file_without_a_certificate_refuses_to_start(tmp_path):
+    _, key = make_pair(tmp_path / "x")
+    proc = subprocess.run(
+        [relay_binary(), "serve", "--listen", f"127.0.0.1:{free_port()}", "--webhook-url", "https://localhost/h",
+         "--tls-ca-file", str(key)], capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 64 and "no PEM certificate" in proc.stdout + proc.stderr
