@@ -1,10 +1,32 @@
 // Push on the client side (protocol/ §9a): the device id sent in `hello.device`
-// (§4; token kinds are RelayProtocol's `PushKind`), and the payloads the relay's pushes
+// (§4), the kinds of token an app registers, and the payloads the relay's pushes
 // carry, decoded into the same `Call` the socket gives, so an app woken by a push
 // can report the call to CallKit before any socket is up.
 
 public import RelayProtocol
 import RelayPrimitives
+
+/// Which push service a token belongs to (`push.register.kind`, §9a).
+public enum PushKind: String, Sendable, Equatable, CaseIterable {
+  /// An APNs VoIP token from PushKit (`PKPushRegistry`, type `.voIP`): rings via CallKit.
+  case apnsVoip = "apns-voip"
+  /// An APNs alert token (`registerForRemoteNotifications`): a visible notification.
+  case apns
+  /// A Firebase Cloud Messaging registration token (Android): data messages.
+  case fcm
+
+  /// APNs tokens are hex and know an environment; FCM tokens are opaque text.
+  public var isAPNs: Bool { self != .fcm }
+}
+
+/// The APNs environment a token was issued for (§9a): development builds of an app
+/// get sandbox tokens, TestFlight and App Store builds production ones.
+public enum PushEnvironment: String, Sendable, Equatable {
+  /// `api.push.apple.com`.
+  case production
+  /// `api.sandbox.push.apple.com`.
+  case sandbox
+}
 
 /// The app-install id of `hello.device` (§4): 1–128 bytes of `[A-Za-z0-9._:-]`.
 public enum DeviceID {

@@ -20,8 +20,8 @@ public struct PushRegistrationFields: Sendable, Equatable {
 }
 
 public enum PushFields {
-  public static let kinds = PushKind.allCases.map(\.rawValue)
-  public static let environments = PushEnvironment.allCases.map(\.rawValue)
+  public static let kinds = ["apns-voip", "apns", "fcm"]
+  public static let environments = ["production", "sandbox"]
   /// §4 `hello.device`: 1–128 bytes.
   public static let maxDeviceBytes = 128
   /// §9a: APNs tokens are 64–200 hex digits; FCM tokens 1–4 096 printable ASCII bytes.
