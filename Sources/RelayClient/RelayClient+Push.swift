@@ -78,7 +78,9 @@ extension RelayPush {
     } else {
       // Foundation's own types (NSDictionary, NSNumber, …) as JSON, read back by the
       // relay's parser: one JSON reader for the socket and the push.
-      guard JSONSerialization.isValidJSONObject(relay), let data = try? JSONSerialization.data(withJSONObject: relay)
+      // (Key order is lost in a dictionary; sorted keys at least make it repeatable.)
+      guard JSONSerialization.isValidJSONObject(relay),
+        let data = try? JSONSerialization.data(withJSONObject: relay, options: [.sortedKeys])
       else { return nil }
       bytes = Array(data)
     }
