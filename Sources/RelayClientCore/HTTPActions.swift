@@ -50,14 +50,16 @@ public struct HTTPAction: Sendable, Equatable {
     return HTTPAction(method: "POST", path: "/v1/calls/\(escape(callID))/\(verb)", body: body)
   }
 
-  /// Percent-encodes everything but RFC 3986 unreserved characters, so an id
-  /// is always one path segment.
+  /// Percent-encodes everything but RFC 3986 unreserved characters and ":" / "@"
+  /// (`pchar`, §3.3), so an id is always one path segment, and a valid device id
+  /// (`[A-Za-z0-9._:-]`) goes as it is: the relay matches the segment verbatim.
   static func escape(_ segment: String) -> String {
     var out = ""
     for b in segment.utf8 {
       let unreserved =
         (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
         || b == UInt8(ascii: "-") || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "~")
+        || b == UInt8(ascii: ":") || b == UInt8(ascii: "@")
       if unreserved {
         out.unicodeScalars.append(Unicode.Scalar(b))
       } else {

@@ -188,14 +188,14 @@ let incomingCall = Call(
   @Test("push devices: PUT with the token, DELETE without a body; ids stay one path segment")
   func pushDevices() throws {
     let put = HTTPAction.registerPushToken("ab12", kind: .apnsVoip, environment: .production, device: "d:1")
-    #expect(put.method == "PUT" && put.path == "/v1/push/devices/d%3A1")
+    #expect(put.method == "PUT" && put.path == "/v1/push/devices/d:1", "a device id is sent verbatim")
     #expect(try JSONParser.parse(put.body).objectValue == JSONObject([
       ("token", .string("ab12")), ("kind", .string("apns-voip")), ("environment", .string("production")),
     ]))
     let fcm = HTTPAction.registerPushToken("f", kind: .fcm, environment: .sandbox, device: "d")
     #expect(try JSONParser.parse(fcm.body).objectValue?["environment"] == nil)
     #expect(HTTPAction.unregisterPushTokens(device: "d") == HTTPAction(method: "DELETE", path: "/v1/push/devices/d", body: []))
-    #expect(HTTPAction.call("a/b?c").path == "/v1/calls/a%2Fb%3Fc")
+    #expect(HTTPAction.call("a/b?c#d e").path == "/v1/calls/a%2Fb%3Fc%23d%20e")
   }
 
   @Test("call actions: POST accept and cancel without a body, reject with its reason")

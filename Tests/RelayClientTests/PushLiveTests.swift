@@ -58,7 +58,7 @@ import Testing
   func httpRegistration() async throws {
     let relay = try RelayProcess(["--secret", Self.secret])
     let jwt = try RelayProcess.token(secret: Self.secret, sub: "bob", name: "Bob")
-    let api = RelayHTTPAPI(relayURL: relay.url, token: jwt, device: "bob-phone.1")
+    let api = RelayHTTPAPI(relayURL: relay.url, token: jwt, device: "bob:phone_1.a-b")  // every allowed character
     #expect(api.baseURL.absoluteString == "http://localhost:\(relay.port)")
     try await api.registerPushToken(Self.voipToken, kind: .apnsVoip)
     try await api.registerPushToken("fcm-token", kind: .fcm)
