@@ -43,9 +43,10 @@ public enum PushMessage: Sendable {
   /// get it (§9a: the payload alone lets an app report the call to CallKit).
   case ring(event: Payload)
   /// Ringing ended for a device that was pushed; `reason` as in `call.cancelled`.
-  /// The §9a rules are already applied: every kind gets this for `cancelled`,
-  /// `unanswered` and `caller_timed_out`; only `fcm` targets for
-  /// `answered_elsewhere` / `rejected_elsewhere`.
+  /// The §9a rules are already applied: `apns` and `fcm` targets get this for
+  /// `cancelled`, `unanswered` and `caller_timed_out`; only `fcm` targets for
+  /// `answered_elsewhere` / `rejected_elsewhere`. Never an `apns-voip` target: a
+  /// device rung by VoIP gets its follow-up on its `apns` alert token, or none.
   case ended(reason: String)
 }
 

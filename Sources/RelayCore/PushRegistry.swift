@@ -1,4 +1,6 @@
-// Push registrations (PROTOCOL.md §9a): per user, per device, one token per kind.
+// Push registrations (PROTOCOL.md §9a): per user, per device, one token per kind; a
+// token is held once (one user, one device, one kind): registered again anywhere, it
+// moves there.
 // State like sessions and calls: independent of connections, kept in snapshots and
 // replicated by the cluster log. Bounded per user: at most `maxPushDevices` devices
 // (the least recently registered goes first), one token of each of the three kinds
@@ -26,6 +28,9 @@ struct PushRegistry {
   var byUser: [String: [PushDevice]] = [:]
   /// Tokens held, all users together (`relay_push_registrations`).
   var count = 0
+  /// Who holds each token: a token is one app install's, so it belongs to one user
+  /// (the app signed in as another user registers it again: it moves).
+  var owners: [String: String] = [:]
   var jobs: [String: UInt64] = [:]
 
   func devices(of uid: String) -> [PushDevice] { byUser[uid] ?? [] }
@@ -35,6 +40,7 @@ struct PushRegistry {
   /// of the user moves here (one app install, one token); past `maxDevices` the least
   /// recently registered devices go.
   mutating func register(uid: String, device: String, _ token: PushToken, maxDevices: Int) {
+    if let previous = owners[token.token], previous != uid { remove(uid: previous, token: token.token) }
     var list = byUser[uid] ?? []
     var entry = list.first { $0.device == device } ?? PushDevice(device: device)
     list.removeAll { $0.device == device }
@@ -67,10 +73,16 @@ struct PushRegistry {
     return true
   }
 
-  /// Replaces a user's list, keeping `count` exact.
+  /// Replaces a user's list, keeping `count` and `owners` exact.
   mutating func set(_ uid: String, _ list: [PushDevice]) {
-    count -= byUser[uid]?.reduce(0) { $0 + $1.tokens.count } ?? 0
-    count += list.reduce(0) { $0 + $1.tokens.count }
+    for d in byUser[uid] ?? [] {
+      count -= d.tokens.count
+      for t in d.tokens { owners[t.token] = nil }
+    }
+    for d in list {
+      count += d.tokens.count
+      for t in d.tokens { owners[t.token] = uid }
+    }
     byUser[uid] = list.isEmpty ? nil : list
   }
 

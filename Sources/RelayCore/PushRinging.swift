@@ -13,8 +13,10 @@
 //   `answered_elsewhere` / `rejected_elsewhere` (an iOS app woken by the VoIP push
 //   learns those over its socket or `GET /v1/calls/{id}`).
 // - A device's ring token: `apns-voip`, else `fcm`, else `apns` (alert). An
-//   `apns-voip` device's follow-up goes to its `apns` alert token when it has one
-//   (a VoIP token takes only VoIP pushes), else to the VoIP token.
+//   `apns-voip` device's follow-up is an alert push, so it goes to the device's
+//   `apns` token; without one it gets none: a VoIP token takes only VoIP pushes
+//   (an alert to it is refused `DeviceTokenNotForTopic`, which would remove the
+//   token), and a second VoIP push for one ring is what iOS punishes.
 // Everything iterates arrays (registration order, hello order), so every replica
 // emits the same jobs in the same order.
 import RelayProtocol
@@ -67,17 +69,16 @@ extension RelayCore {
     let everyKind = reason == .cancelled || reason == .unanswered || reason == .callerTimedOut
     let devices = push.devices(of: callee.uid)
     for target in callee.pushed where target.device != device {
-      let destination = followUpTarget(target, devices)
-      guard everyKind || destination.kind == .fcm else { continue }
+      guard let destination = followUpTarget(target, devices), everyKind || destination.kind == .fcm else { continue }
       emitPush(call, destination, .ended(reason: reason.rawValue))
     }
     callee.pushed = []
   }
 
-  private func followUpTarget(_ ring: PushTarget, _ devices: [PushDevice]) -> PushTarget {
-    guard ring.kind == .apnsVoip, let alert = devices.first(where: { $0.device == ring.device })?.token(.apns) else {
-      return ring
-    }
+  /// Where a pushed device's follow-up goes (see the file comment); nil: nowhere.
+  private func followUpTarget(_ ring: PushTarget, _ devices: [PushDevice]) -> PushTarget? {
+    guard ring.kind == .apnsVoip else { return ring }
+    guard let alert = devices.first(where: { $0.device == ring.device })?.token(.apns) else { return nil }
     return PushTarget(uid: ring.uid, device: ring.device, token: alert.token, kind: .apns, environment: alert.environment)
   }
 

@@ -2,7 +2,7 @@
 // Decode.swift): the registrations, after the deadlines; a connection's `device` and a
 // callee's pushed targets are written with them. Read back, every token and device id
 // must be one `push.register` could have stored, and nothing the code assumes unique
-// (a user's devices, a user's tokens, a device's kinds, a callee's pushed devices)
+// (a user's devices, a token, a device's kinds, a callee's pushed devices)
 // may repeat.
 import RelayProtocol
 
@@ -58,8 +58,10 @@ extension SnapshotReader {
         devices.append(device)
       }
       try distinct(devices.map(\.device), "push device of a user")
-      try distinct(devices.flatMap { $0.tokens.map(\.token) }, "push token of a user")
+      let tokens = devices.flatMap { $0.tokens.map(\.token) }
+      try distinct(tokens, "push token of a user")
       guard !devices.isEmpty else { throw r.error("push user without devices") }
+      guard tokens.allSatisfy({ registry.owners[$0] == nil }) else { throw r.error("push token of two users") }
       registry.set(uid, devices)
     }
     registry.jobs = try counts()

@@ -126,6 +126,18 @@ func endedPush(_ kind: String, _ device: String, _ call: String, _ reason: Strin
     #expect(t.h.core.pushStats.registrations == 2)
   }
 
+  @Test func aTokenBelongsToOneUser() {
+    let t = PushHarness()
+    t.hello(2, uid: "bob", device: "phone")
+    t.register(2, "shared", "fcm")
+    t.hello(3, uid: "carol", device: "phone")  // the same install, signed in as carol
+    t.register(3, "shared", "fcm")
+    #expect(t.h.core.pushRegistrations(of: "bob").isEmpty)
+    #expect(t.h.core.pushRegistrations(of: "carol").map(\.token) == ["shared"])
+    #expect(t.h.core.pushStats.registrations == 1)
+    #expect(!t.h.core.removePushToken(uid: "bob", token: "shared", at: t.h.now))
+  }
+
   @Test func httpActionsAndProviderRemoval() {
     let t = PushHarness()
     let bob = Identity(uid: "bob", name: "Bob")
@@ -269,14 +281,17 @@ func endedPush(_ kind: String, _ device: String, _ call: String, _ reason: Strin
     #expect(lines.count == 2 && lines.allSatisfy { $0.contains("call=\(call) message=ended(cancelled)") })
   }
 
-  @Test func voipOnlyDeviceGetsItsFollowUpOnTheVoIPToken() {
+  /// A VoIP token takes only VoIP pushes, and a second one per ring is forbidden:
+  /// without an alert token the device gets no follow-up.
+  @Test func voipOnlyDeviceGetsNoFollowUp() {
     let t = PushHarness()
     t.hello(9, uid: "bob", device: "phone")
     t.register(9, voipToken, "apns-voip")
     t.h.core.closed(ConnectionID(9), clean: true, at: t.h.now)
-    let (call, _) = t.call()
+    let (call, lines) = t.call()
+    #expect(pushes(lines) == [ringPush("apns-voip", "phone", call)])
     t.h.advance(45_000)
-    #expect(pushes(t.h.out()) == [endedPush("apns-voip", "phone", call, "unanswered")])
+    #expect(pushes(t.h.out()).isEmpty)
   }
 }
 
@@ -323,5 +338,22 @@ func endedPush(_ kind: String, _ device: String, _ call: String, _ reason: Strin
         try RelayCore(restoring: bad, config: t.h.core.config, ids: SeededIDs(), verifyToken: { _, _ in nil })
       }
     }
+  }
+}
+
+@Suite struct PushCallerGoneTests {
+  /// §5: the caller's grace ends while the call rings: callees stop with
+  /// `caller_timed_out`, and their pushed devices get that follow-up, every kind.
+  @Test func callerTimedOutReachesEveryKind() {
+    let t = PushHarness { $0.graceMs = 1_000 }
+    t.registerBobAndKill()
+    let (call, _) = t.call()
+    t.h.core.closed(ConnectionID(1), clean: false, at: t.h.now)
+    _ = t.h.out()
+    t.h.advance(1_000)
+    #expect(
+      pushes(t.h.out()) == [
+        endedPush("apns", "phone", call, "caller_timed_out"), endedPush("fcm", "tablet", call, "caller_timed_out"),
+      ])
   }
 }

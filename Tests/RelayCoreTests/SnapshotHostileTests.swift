@@ -236,6 +236,14 @@ struct CraftedSnapshot {
     #expect(Self.reason(s.bytes)?.contains("not a push token") == true, "sandbox FCM")
     s.push = registry([("p q", [("fcm", "t", "production")])])
     #expect(Self.reason(s.bytes)?.contains("not a device id") == true)
+    s.push = { w in
+      w.count(2)
+      for uid in ["a", "b"] {
+        w.string(uid); w.count(1); w.string("p"); w.count(1); w.string("fcm"); w.string("t"); w.string("production")
+      }
+      w.count(0)
+    }
+    #expect(Self.reason(s.bytes)?.contains("push token of two users") == true)
   }
 
   /// States the core never reaches, made by reaching into a real one: its snapshot

@@ -178,6 +178,7 @@ async def test_killed_backgrounded_and_foreground_devices(logged_relay):
     await tablet.close()
     phone = await hello(relay.ws, "bob", device="phone")
     assert (await register(phone, VOIP, "apns-voip"))["type"] == "ok"
+    assert (await register(phone, ALERT, "apns"))["type"] == "ok"
     alice = await hello(relay.ws, "alice")
     call_id, ringing = await call(alice, "bob")
     assert ringing == {"type": "call.ringing", "callId": call_id, "uid": "bob", "pushed": 1}
@@ -193,7 +194,7 @@ async def test_killed_backgrounded_and_foreground_devices(logged_relay):
     got = wait_pushes(lambda p: len(p) >= 4, relay.log_path, what="the follow-ups")
     assert got == [
         line("fcm", "tablet", call_id), line("apns-voip", "phone", call_id),
-        line("fcm", "tablet", call_id, "ended(cancelled)"), line("apns-voip", "phone", call_id, "ended(cancelled)"),
+        line("fcm", "tablet", call_id, "ended(cancelled)"), line("apns", "phone", call_id, "ended(cancelled)"),
     ]
     # A second call: both devices asleep now, each pushed once, in registration order.
     call2, offline = await call(alice, "bob")
