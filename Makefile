@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:8080
 # command-line flag, since SwiftPM refuses unsafeFlags in a versioned dependency.
 RELEASE_FLAGS ?= -c release -Xswiftc -enforce-exclusivity=unchecked
 
-.PHONY: deps test-deps build release run test unit integration bench bench-abuse bench-cluster bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan clean
+.PHONY: deps test-deps build release run test unit integration bench bench-abuse bench-cluster bench-push bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -47,6 +47,11 @@ bench-abuse: release
 bench-cluster: release
 	$(SWIFT) build $(RELEASE_FLAGS) --product relay-bots
 	python3 Benchmarks/cluster.py
+
+# Push figures (Benchmarks/results/push.md): ring → push on the wire, pushes/s to a local
+# HTTP/2 sink (nghttpd, `make test-deps`), memory per registered device.
+bench-push: release
+	python3 Benchmarks/push.py
 
 # TLS figures (docs/tls.md): wss against ws, idle memory, handshakes per second.
 bench-tls: release

@@ -66,7 +66,8 @@ let package = Package(
     .target(name: "RelayCrypto", dependencies: ["COpenSSL", "CRelayShims", "RelayPrimitives"], swiftSettings: strict),
     // Outbound HTTP/1.1 and HTTP/2 (webhooks, push providers): libcurl's multi socket
     // interface on the relay's loop.
-    .target(name: "OutboundHTTP", dependencies: ["CLibCurl", "EventLoop", "RelayPrimitives"], swiftSettings: strict),
+    .target(
+      name: "OutboundHTTP", dependencies: ["CLibCurl", "COpenSSL", "EventLoop", "RelayPrimitives"], swiftSettings: strict),
     .target(
       name: "RelayServer",
       dependencies: [

@@ -13,8 +13,9 @@ sudo_cmd=()
 apt_pkgs=(libuv1-dev libssl-dev libcurl4-openssl-dev pkg-config)
 # chromium + chromium-driver: the demo page's browser tests (Tests/integration/test_demo_browser.py);
 # redis-server, redis-sentinel, haproxy, faketime: the cluster tests (faketime runs a node
-# with a skewed wall clock); npm + node-typescript: the JS client's package and type checks.
-[ $want_test -eq 1 ] && apt_pkgs+=(node-ws nodejs redis-server redis-sentinel haproxy faketime chromium chromium-driver npm node-typescript)
+# with a skewed wall clock); npm + node-typescript: the JS client's package and type checks;
+# nghttp2-server: nghttpd, the HTTP/2 sink of the push benchmark (Benchmarks/push.py).
+[ $want_test -eq 1 ] && apt_pkgs+=(node-ws nodejs redis-server redis-sentinel haproxy faketime chromium chromium-driver npm node-typescript nghttp2-server)
 
 missing=()
 for p in "${apt_pkgs[@]}"; do

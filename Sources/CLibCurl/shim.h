@@ -5,12 +5,15 @@
 typedef size_t (*relay_curl_data_cb)(char *, size_t, size_t, void *);
 typedef int (*relay_curl_socket_cb)(CURL *, curl_socket_t, int, void *, void *);
 typedef int (*relay_curl_timer_cb)(CURLM *, long, void *);
+typedef CURLcode (*relay_curl_ssl_ctx_cb)(CURL *, void *, void *);
 
 static inline CURLcode relay_curl_easy_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode relay_curl_easy_off(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode relay_curl_easy_ptr(CURL *h, CURLoption o, const void *v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode relay_curl_easy_data_cb(CURL *h, CURLoption o, relay_curl_data_cb v) { return curl_easy_setopt(h, o, v); }
-static inline CURLcode relay_curl_easy_blob(CURL *h, CURLoption o, struct curl_blob *v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode relay_curl_easy_ssl_ctx_cb(CURL *h, relay_curl_ssl_ctx_cb v) {
+  return curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, v);
+}
 
 static inline CURLMcode relay_curl_multi_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
 static inline CURLMcode relay_curl_multi_ptr(CURLM *m, CURLMoption o, void *v) { return curl_multi_setopt(m, o, v); }

@@ -22,7 +22,9 @@ public final class HTTPClient {
   private var polls: [Int32: Poll] = [:]
   private let timer: EventLoop.Timer
   private let deferTimer: EventLoop.Timer
-  private let trust: TrustBundle?
+  /// `caFile`'s certificates; libcurl's callback reaches them unretained while the
+  /// client lives.
+  private let trust: TrustRoots?
   public private(set) var inFlightBytes = 0
   private var closed = false
   /// Transfer objects alive (the leak check of the tests).
@@ -32,7 +34,7 @@ public final class HTTPClient {
     try Curl.globalInit()
     self.loop = loop
     self.settings = settings
-    trust = try settings.caFile.map { try TrustBundle(extraFile: $0) }
+    trust = try settings.caFile.map { try TrustRoots(file: $0) }
     guard let m = curl_multi_init() else { throw HTTPClientError("curl_multi_init failed") }
     multi = m
     timer = EventLoop.Timer(loop: loop)
@@ -120,7 +122,7 @@ public final class HTTPClient {
   /// Throws (with a message for the operator) when `path` cannot serve as
   /// `HTTPClientSettings.caFile`: unreadable, or no PEM certificate in it.
   public static func checkTrustFile(_ path: String) throws {
-    _ = try TrustBundle.extraRoots(path)
+    try TrustRoots.check(path)
   }
 
   // MARK: libcurl's callbacks

@@ -38,7 +38,13 @@ final class Transfer {
   }
 
   /// Sets every option of the request on the easy handle.
-  func configure(_ request: HTTPRequest, settings: HTTPClientSettings, trust: TrustBundle?) throws {
+  func configure(_ request: HTTPRequest, settings: HTTPClientSettings, trust: TrustRoots?) throws {
+    // libcurl takes C strings: a NUL would cut the URL short instead of failing.
+    guard !request.url.utf8.contains(0) else { throw HTTPFailure(kind: .other, message: "NUL in the URL") }
+    // The method goes on the request line as it is (RFC 9110 §9.1: a token).
+    guard !request.method.isEmpty, request.method.utf8.allSatisfy({ (0x41...0x5A).contains($0) || $0 == 0x2D }) else {
+      throw HTTPFailure(kind: .other, message: "method \(request.method) is not an upper-case token")
+    }
     let me = Unmanaged.passUnretained(self).toOpaque()
     var ok = relay_curl_easy_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer) == CURLE_OK
     func set(_ option: CURLoption, _ value: Int) { ok = ok && relay_curl_easy_long(easy, option, value) == CURLE_OK }
@@ -59,6 +65,11 @@ final class Transfer {
     set(CURLOPT_DNS_CACHE_TIMEOUT, 0)
     set(CURLOPT_TCP_KEEPALIVE, 1)
     set(CURLOPT_MAXFILESIZE_LARGE, maxResponseBytes)
+    // The system roots from the bundle file only, not also the hashed directory
+    // (Debian's build sets both; they hold the same certificates): libcurl caches
+    // the store built from a bundle file alone (CURLOPT_CA_CACHE_TIMEOUT), and
+    // otherwise parses every root again for each new connection, on the loop thread.
+    ok = ok && relay_curl_easy_ptr(easy, CURLOPT_CAPATH, nil) == CURLE_OK
     if request.preferHTTP2 {
       set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
       set(CURLOPT_PIPEWAIT, 1)
@@ -72,12 +83,15 @@ final class Transfer {
     ok = ok && relay_curl_easy_ptr(easy, CURLOPT_WRITEDATA, me) == CURLE_OK
     ok = ok && relay_curl_easy_data_cb(easy, CURLOPT_HEADERFUNCTION, headerCallback) == CURLE_OK
     ok = ok && relay_curl_easy_ptr(easy, CURLOPT_HEADERDATA, me) == CURLE_OK
-    if let trust { ok = ok && relay_curl_easy_blob(easy, CURLOPT_CAINFO_BLOB, trust.blob) == CURLE_OK }
+    if let trust {
+      ok = ok && relay_curl_easy_ssl_ctx_cb(easy, addTrustRoots) == CURLE_OK
+      ok = ok && relay_curl_easy_ptr(easy, CURLOPT_SSL_CTX_DATA, Unmanaged.passUnretained(trust).toOpaque()) == CURLE_OK
+    }
     guard ok else { throw HTTPFailure(kind: .other, message: "request not accepted by libcurl: \(lastError)") }
   }
 
   private func setMethod(_ request: HTTPRequest, _ ok: inout Bool) {
-    let method = request.method.uppercased()
+    let method = request.method
     if method == "GET", request.body.isEmpty {
       ok = ok && relay_curl_easy_long(easy, CURLOPT_HTTPGET, 1) == CURLE_OK
       return
@@ -97,8 +111,10 @@ final class Transfer {
     var list: UnsafeMutablePointer<curl_slist>?
     var hasExpect = false
     for (name, value) in headers {
-      // libcurl sends each entry as one line: a CR or LF would split it.
-      guard !name.isEmpty, !(name + value).contains(where: { $0 == "\r" || $0 == "\n" }) else { continue }
+      // libcurl sends each entry as one C string on one line: a CR or LF would split
+      // it, a NUL cut it short.
+      guard !name.isEmpty, !(name + value).unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" })
+      else { continue }
       if name.lowercased() == "expect" { hasExpect = true }
       list = curl_slist_append(list, "\(name): \(value)")
     }

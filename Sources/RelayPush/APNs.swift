@@ -39,7 +39,9 @@ public enum APNs {
   ///   `relay` object.
   /// - ended: an alert `loc-key RELAY_MISSED_CALL` with `relay: {type:
   ///   "call.cancelled", callId, reason}`, never a second VoIP push (§9a: iOS ends
-  ///   an app that gets a VoIP push without reporting a call).
+  ///   an app that gets a VoIP push without reporting a call). The core addresses
+  ///   it to the device's alert token only: APNs refuses an alert to a VoIP token
+  ///   (DeviceTokenNotForTopic).
   ///
   /// Priority is 10 for every push, the missed-call alert included: it replaces
   /// (same `apns-collapse-id`) an incoming-call alert that may still be on screen,

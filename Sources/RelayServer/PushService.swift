@@ -45,6 +45,8 @@ final class PushService {
   private var ready = FIFOQueue<Pending>()
   private var retryTimers: [ObjectIdentifier: EventLoop.Timer] = [:]
   private var inFlight = 0
+  private let pumpTimer: EventLoop.Timer
+  private var pumpScheduled = false
   /// Jobs held: ready, in flight, waiting for a token or a retry.
   private(set) var held = 0
   private var closed = false
@@ -72,6 +74,7 @@ final class PushService {
       settings: HTTPClientSettings(
         caFile: caFile, maxInFlight: settings.maxInFlight + 8, maxInFlightBytes: 64 << 20,
         maxResponseBytes: 16 << 10, connectTimeoutMs: 5_000, maxConnectionsPerHost: 1))
+    pumpTimer = EventLoop.Timer(loop: loop)
     if let apns = settings.apns {
       apnsToken = APNsProviderToken(keyId: apns.settings.keyId, teamId: apns.settings.teamId, maxAgeMs: apns.tokenMaxAgeMs)
     }
@@ -98,18 +101,32 @@ final class PushService {
     closed = true
     for timer in retryTimers.values { timer.close() }
     retryTimers.removeAll()
+    pumpTimer.close()
     ready.removeAll()
     waitingForOAuth.removeAll()
     http.close()
     held = 0
   }
 
-  /// Starts ready jobs while the in-flight bound allows.
+  /// Starts ready jobs while the in-flight bound allows, at most `startsPerTurn` in
+  /// one loop turn: a ring to thousands of devices must not become one long turn
+  /// (protocol/ §16), so the rest start from a timer in the next turns.
   private func pump() {
-    while !closed, inFlight < settings.maxInFlight, let pending = ready.popFirst() {
+    var started = 0
+    while !closed, inFlight < settings.maxInFlight, started < Self.startsPerTurn, let pending = ready.popFirst() {
       attempt(pending)
+      started += 1
+    }
+    guard !closed, !ready.isEmpty, inFlight < settings.maxInFlight, !pumpScheduled else { return }
+    pumpScheduled = true
+    pumpTimer.start(afterMs: 0) { [weak self] in
+      self?.pumpScheduled = false
+      self?.pump()
     }
   }
+
+  /// Requests started per loop turn (each one a libcurl transfer set up and written).
+  static let startsPerTurn = 64
 
   private func attempt(_ pending: Pending) {
     let nowWall = Loop.wallClockMs()

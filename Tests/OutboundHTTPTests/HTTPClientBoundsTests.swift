@@ -120,6 +120,32 @@ import Testing
     #expect(run.client.tally.live == 0)
   }
 
+  @Test func completionsNeverRunInsideSend() throws {
+    let server = try TestServer("http1")
+    defer { server.stop() }
+    let run = try ClientRun()
+    var returned = 0
+    var results: [HTTPResult] = []
+    // A scheme libcurl refuses (only http and https are allowed), requests that
+    // cannot even be set up (a NUL in the URL, a method that would inject a header
+    // line), and an ordinary one.
+    let base = "http://127.0.0.1:\(server.port)"
+    let cases = [("GET", "ftp://127.0.0.1:\(server.port)/x"), ("GET", "\(base)/a\u{0}b"), ("GET\r\nX-A: 1", base), ("GET", base)]
+    for (method, url) in cases {
+      let before = returned
+      let accepted = run.client.send(HTTPRequest(method: method, url: url)) { result in
+        #expect(returned > before, "completion ran inside send")
+        results.append(result)
+        if results.count == 4 { run.client.close() }
+      }
+      #expect(accepted)
+      returned += 1
+    }
+    run.run()
+    #expect(results.count == 4)
+    #expect(results.filter { $0.failureKind != nil }.count == 3)
+  }
+
   @Test func resolveFailureIsReported() throws {
     let run = try ClientRun()
     var result: HTTPResult?

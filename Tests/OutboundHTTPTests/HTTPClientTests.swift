@@ -15,7 +15,7 @@ import Testing
     let run = try ClientRun()
     var results: [HTTPResult] = []
     let post = HTTPRequest(
-      method: "POST", url: "http://127.0.0.1:\(server.port)/hooks", headers: [("X-Relay-Event", "call.offline")],
+      method: "POST", url: "http://127.0.0.1:\(server.port)/hooks", headers: [("X-Relay-Event", "call.offline"), ("X-Bad", "a\r\nX-Injected: 1")],
       body: Array(#"{"a":1}"#.utf8))
     #expect(run.client.send(post) { result in
       results.append(result)
@@ -31,6 +31,8 @@ import Testing
     #expect(results.first?.header("x-method") == "POST")
     #expect(results.first?.header("x-echo-x-relay-event") == "call.offline")
     #expect(results.first?.body == Array(#"{"a":1}"#.utf8))
+    // A header value with a line break is not sent (it would inject a header).
+    #expect(results.first?.header("x-echo-x-bad") == nil && results.first?.header("x-echo-x-injected") == nil)
     #expect(results.last?.status == 503)
     #expect(results.last?.header("x-method") == "GET")
   }

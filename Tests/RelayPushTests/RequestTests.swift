@@ -53,10 +53,10 @@ struct APNsRequestTests {
     #expect(body["relay"] == (try object(ringEvent)))
   }
 
-  @Test("ringing ended: a missed-call alert, never a VoIP push, kept a day past expiresAt")
+  @Test("ringing ended: a missed-call alert to the alert token, kept a day past expiresAt")
   func missedCall() throws {
-    for kind in [PushKind.apnsVoip, .apns] {
-      let request = APNs.request(job(kind, .ended(reason: "unanswered")), settings: settings, bearer: "J")
+    do {
+      let request = APNs.request(job(.apns, .ended(reason: "unanswered")), settings: settings, bearer: "J")
       #expect(request.header("apns-push-type") == "alert")
       #expect(request.header("apns-topic") == "com.example.app")
       #expect(request.header("apns-collapse-id") == "c1")

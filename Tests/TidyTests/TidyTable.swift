@@ -36,7 +36,7 @@ enum TidyTable {
     "EventLoop": .shell(libc.union(["CLibUV", "CRelayShims", "RelayPrimitives"])),
     "RelayCrypto": .shell(
       libc.union(["COpenSSL", "CRelayShims", "RelayPrimitives"])),
-    "OutboundHTTP": .shell(libc.union(["CLibCurl", "EventLoop", "RelayPrimitives"])),
+    "OutboundHTTP": .shell(libc.union(["CLibCurl", "COpenSSL", "EventLoop", "RelayPrimitives"])),
     "RelayServer": .shell(
       libc.union([
         "EventLoop", "RelayCrypto", "RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore",

@@ -30,8 +30,10 @@ def fcm(tmp_path):
     assert not fake.errors, fake.errors
 
 
-async def device(relay, uid: str, device_id: str, token: str | None = None, kind: str = "apns-voip", **extra) -> Client:
-    """A connection of `uid` from app install `device_id`, its token registered."""
+async def device(relay, uid: str, device_id: str, token: str | None = None, kind: str = "apns-voip",
+                 alert: str | None = None, **extra) -> Client:
+    """A connection of `uid` from app install `device_id`, its token registered (and an
+    APNs alert token beside a VoIP one: follow-ups go there, §9a)."""
     c = await Client.connect(relay.ws)
     await c.send({"type": "hello", "id": "hello", "dev": {"uid": uid, "name": uid.title()}, "device": device_id})
     await c.recv_type("welcome")
@@ -39,12 +41,16 @@ async def device(relay, uid: str, device_id: str, token: str | None = None, kind
         await c.send({"type": "push.register", "id": "reg", "token": token, "kind": kind, **extra})
         ok = await c.recv_type("ok")
         assert ok["re"] == "reg", ok
+    if alert:
+        await c.send({"type": "push.register", "id": "alert", "token": alert, "kind": "apns", **extra})
+        assert (await c.recv_type("ok"))["re"] == "alert"
     return c
 
 
-async def killed(relay, uid: str, device_id: str, token: str, kind: str = "apns-voip", **extra) -> None:
+async def killed(relay, uid: str, device_id: str, token: str, kind: str = "apns-voip", alert: str | None = None,
+                 **extra) -> None:
     """A device that registered, then its app was killed (socket closed cleanly)."""
-    c = await device(relay, uid, device_id, token, kind, **extra)
+    c = await device(relay, uid, device_id, token, kind, alert, **extra)
     await c.close()
 
 
@@ -131,7 +137,7 @@ async def test_foreground_device_not_pushed_background_device_pushed(relay_facto
 
 async def test_ended_ring_gets_one_missed_call_alert_never_a_second_voip(relay_factory, apns):
     relay = relay_factory(*apns.flags())
-    await killed(relay, "bob", "phone", TOKENS[0])
+    await killed(relay, "bob", "phone", TOKENS[0], alert=TOKENS[2])
     await killed(relay, "bob", "old-phone", TOKENS[1], kind="apns")
     alice = await device(relay, "alice", "a1")
     call_id = await call(alice, ["bob"])
@@ -144,7 +150,7 @@ async def test_ended_ring_gets_one_missed_call_alert_never_a_second_voip(relay_f
     incoming_alert = [a for a in alerts if a.json()["aps"]["alert"]["loc-key"] == "RELAY_INCOMING_CALL"]
     missed = [a for a in alerts if a.json()["aps"]["alert"]["loc-key"] == "RELAY_MISSED_CALL"]
     assert len(incoming_alert) == 1 and incoming_alert[0].path.endswith(TOKENS[1])
-    assert sorted(m.path[-64:] for m in missed) == sorted(TOKENS[:2])
+    assert sorted(m.path[-64:] for m in missed) == sorted(TOKENS[1:3])  # the phone's alert token, never its VoIP one
     for m in missed:
         body = m.json()
         assert body["aps"]["alert"]["loc-args"] == ["Alice"]
@@ -155,7 +161,7 @@ async def test_ended_ring_gets_one_missed_call_alert_never_a_second_voip(relay_f
 
 async def test_unanswered_gets_missed_call_alert(relay_factory, apns):
     relay = relay_factory(*apns.flags(), "--ring-timeout", "1500")
-    await killed(relay, "bob", "phone", TOKENS[0])
+    await killed(relay, "bob", "phone", TOKENS[0], alert=TOKENS[1])
     alice = await device(relay, "alice", "a1")
     call_id = await call(alice, ["bob"])
     await alice.recv_type("call.unanswered", timeout=10)
@@ -323,3 +329,94 @@ async def test_fcm_503_retried_and_token_refetched_after_expiry(relay_factory, t
         assert not fcm.errors, fcm.errors
     finally:
         fcm.stop()
+
+
+# --- a provider that never answers ------------------------------------------------------
+
+
+def rss_kib(relay) -> int:
+    with open(f"/proc/{relay.proc.pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+async def test_black_holed_provider_slows_nothing(relay_factory, apns):
+    """Every push goes into a black hole (the stream is never answered): the relay's
+    turns stay short, a canary pair's round trips stay fast, memory stays bounded, and
+    the jobs end at the ring's expiry."""
+    from abuse_util import turns_longer_than
+
+    apns.script.default = "blackhole"
+    relay = relay_factory(*apns.flags(), "--ring-timeout", "6000", "--ring-rate", "0")
+    callees = [f"u{i}" for i in range(320)]
+    await asyncio.gather(*(killed(relay, uid, "phone", "%064x" % (0x1000 + i)) for i, uid in enumerate(callees)))
+    ping, pong = await device(relay, "canary1", "k1"), await device(relay, "canary2", "k2")
+    for c in (ping, pong):
+        await c.send({"type": "session.join", "id": "j", "session": "canaries"})
+        await c.recv_type("ok")
+    rss_before, turns_before = rss_kib(relay), turns_longer_than(relay, "0.25")
+    callers = [await device(relay, f"caller{i}", f"c{i}") for i in range(10)]
+    await asyncio.gather(*(call(c, callees[i * 32:(i + 1) * 32]) for i, c in enumerate(callers)))
+    await wait_until(lambda: len(apns.pushes()) >= 100)  # the fake's concurrent-stream bound holds the rest
+    worst = 0.0
+    for i in range(20):
+        started = time.monotonic()
+        await ping.send({"type": "message.send", "id": f"m{i}", "session": "canaries", "data": {"i": i}})
+        got = await pong.recv_type("message")
+        assert got["data"] == {"i": i}
+        worst = max(worst, time.monotonic() - started)
+        await asyncio.sleep(0.05)
+    assert worst < 0.5, f"canary round trip {worst:.3f} s while the provider is black-holed"
+    await wait_until(lambda: metric(relay, "relay_push_sent_total", provider="apns", result="expired") == 320, timeout=30)
+    assert metric(relay, "relay_push_queued") <= 320  # only the missed-call alerts, themselves bounded by a window
+    assert turns_longer_than(relay, "0.25") - turns_before == 0
+    assert rss_kib(relay) - rss_before < 64 * 1024
+
+
+# --- settings that cannot work ----------------------------------------------------------
+
+
+def bad_settings(tmp_path) -> list[tuple[list[str], str]]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    p8 = tmp_path / "AuthKey.p8"
+    p8.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    rsa_pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    rsa_key = tmp_path / "rsa.pem"
+    rsa_key.write_bytes(rsa_pem)
+    good = {"project_id": "p", "client_email": "e@p", "private_key": rsa_pem.decode(), "token_uri": "https://oauth2.example/token"}
+
+    def creds(name: str, content) -> str:
+        path = tmp_path / name
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        return str(path)
+
+    apns = ["--apns-key-id", "K", "--apns-team-id", "T", "--apns-topic", "com.example.app"]
+    return [
+        (["--apns-key-file", str(tmp_path / "missing.p8"), *apns], "--apns-key-file"),
+        (["--apns-key-file", str(rsa_key), *apns], "--apns-key-file"),
+        (["--apns-key-file", creds("garbage.p8", "not a key"), *apns], "--apns-key-file"),
+        (["--apns-key-file", str(p8), "--apns-team-id", "T", "--apns-topic", "t"], "--apns-key-id"),
+        (["--apns-key-file", str(p8), "--apns-key-id", "K", "--apns-team-id", "T"], "--apns-topic"),
+        (["--apns-topic", "com.example.app"], "--apns-key-file"),
+        (["--apns-key-file", str(p8), *apns, "--apns-url", "ftp://apns.example"], "--apns-url"),
+        (["--fcm-credentials", creds("broken.json", "{not json")], "--fcm-credentials"),
+        (["--fcm-credentials", creds("nokey.json", {**good, "private_key": None})], "private_key"),
+        (["--fcm-credentials", creds("ec.json", {**good, "private_key": p8.read_text()})], "private_key"),
+        (["--fcm-credentials", creds("uri.json", {**good, "token_uri": "oauth2"})], "token_uri"),
+        (["--fcm-credentials", creds("good.json", good), "--fcm-url", "fcm.googleapis.com"], "--fcm-url"),
+    ]
+
+
+def test_push_settings_that_cannot_work_exit_64(tmp_path):
+    import subprocess
+
+    from conftest import free_port, relay_binary
+
+    for flags, says in bad_settings(tmp_path):
+        proc = subprocess.run([relay_binary(), "serve", "--listen", f"127.0.0.1:{free_port()}", *flags],
+                              capture_output=True, text=True, timeout=20)
+        assert proc.returncode == 64, (flags, proc.stdout + proc.stderr)
+        assert says in proc.stdout + proc.stderr, (flags, proc.stdout + proc.stderr)

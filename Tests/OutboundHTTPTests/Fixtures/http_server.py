@@ -9,7 +9,7 @@ x-requests (requests seen on the connection so far), x-concurrent (most streams
 open at once on it, HTTP/2) and x-echo-<name> for request headers named x-*; the
 body echoes the request body. Paths: /status/N answers N; /big/N answers N bytes;
 /slow/MS answers after MS milliseconds; /stream/N (HTTP/1.1) sends N bytes
-without a length and closes.
+without a length and closes; /close answers, then closes.
 """
 import asyncio
 import ssl
@@ -59,6 +59,10 @@ async def serve_http1(reader, writer, conn):
         status, extra, out = answer(path, method, headers, body, conn, requests, 1)
         if path.startswith("/stream/"):  # no length: the body ends with the connection
             writer.write(b"HTTP/1.1 200 X\r\nConnection: close\r\n\r\n" + b"y" * int(path.split("/")[2]))
+            await writer.drain()
+            break
+        if path.startswith("/close"):  # answered, then the connection ends
+            writer.write(f"HTTP/1.1 200 X\r\nContent-Length: 0\r\nConnection: close\r\nx-conn: {conn}\r\n\r\n".encode())
             await writer.drain()
             break
         resp = f"HTTP/1.1 {status} X\r\nContent-Length: {len(out)}\r\n"
