@@ -137,7 +137,7 @@ let package = Package(
       name: "RelayServerTests",
       dependencies: [
         "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "RelayCrypto", "TestSupport",
-        "OutboundHTTP",
+        "OutboundHTTP", "RelayPush",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol", "RelayPrimitives"]),

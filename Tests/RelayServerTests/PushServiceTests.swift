@@ -1,7 +1,6 @@
 // The push service's shell parts that need no provider: settings refused at start
 // (exit 64 through the command line) and the warning limiter. Sending is exercised
 // against faithful fakes by Tests/integration/test_push.py.
-import RelayCrypto
 import RelayPush
 import TestSupport
 import Testing
