@@ -28,9 +28,13 @@ public struct RelayHTTPAPI: Sendable {
   public var timeout: TimeInterval = 10
   private let session: URLSession
 
+  /// The SDK's own session for the HTTP API: no cookies, cache or credentials kept
+  /// (`ephemeral`), and apart from the app's `URLSession.shared`.
+  public static let session = URLSession(configuration: .ephemeral)
+
   /// `relayURL` may be the socket URL (`wss://relay.example.com/v1/ws`) or the
   /// HTTP origin; only scheme, host and port are used.
-  public init(relayURL: URL, token: String, device: String? = nil, session: URLSession = .shared) {
+  public init(relayURL: URL, token: String, device: String? = nil, session: URLSession = RelayHTTPAPI.session) {
     var parts = URLComponents()
     switch relayURL.scheme?.lowercased() {
     case "wss", "https": parts.scheme = "https"

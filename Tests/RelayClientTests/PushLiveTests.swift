@@ -56,6 +56,10 @@ import Testing
 
   @Test("PUT and DELETE /v1/push/devices/{device} with the user token")
   func httpRegistration() async throws {
+    try await FoundationNetworkingGate.exclusive { try await httpRegistrationBody() }
+  }
+
+  private func httpRegistrationBody() async throws {
     let relay = try RelayProcess(["--secret", Self.secret])
     let jwt = try RelayProcess.token(secret: Self.secret, sub: "bob", name: "Bob")
     let api = RelayHTTPAPI(relayURL: relay.url, token: jwt, device: "bob:phone_1.a-b")  // every allowed character
@@ -91,6 +95,10 @@ import Testing
 
   @Test("woken by a push: read the call, accept over HTTP before any socket, then connect and join")
   func acceptOverHTTP() async throws {
+    try await FoundationNetworkingGate.exclusive { try await acceptOverHTTPBody() }
+  }
+
+  private func acceptOverHTTPBody() async throws {
     let relay = try RelayProcess(["--secret", Self.secret, "--ring-timeout", "20000"])
     let aliceJWT = try RelayProcess.token(secret: Self.secret, sub: "alice", name: "Alice")
     let bobJWT = try RelayProcess.token(secret: Self.secret, sub: "bob", name: "Bob")
@@ -194,6 +202,10 @@ import Testing
 
   @Test("a relay that is not there: nothing was sent")
   func unreachable() async {
+    await FoundationNetworkingGate.exclusive { await unreachableBody() }
+  }
+
+  private func unreachableBody() async {
     let api = RelayHTTPAPI(
       relayURL: URL(string: "ws://127.0.0.1:\(RelayProcess.freePort())/v1/ws")!, token: "t", device: "d")
     do {
