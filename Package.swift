@@ -140,8 +140,10 @@ let package = Package(
         "OutboundHTTP", "RelayPush",
         .product(name: "Logging", package: "swift-log"),
       ]),
-    .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol"]),
-    .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayProtocol", "RelayPrimitives", "TestSupport"]),
+    .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol", "RelayPrimitives"]),
+    .testTarget(
+      name: "RelayClientTests",
+      dependencies: ["RelayClient", "RelayProtocol", "RelayPrimitives", "TestSupport", "RelayPush", "RelayCore"]),
     // The source-tree rules (imports per target, purity, sizes, comments): reads files only.
     .testTarget(name: "TidyTests"),
   ]

@@ -1,22 +1,20 @@
 // Ringing through CallKit and PushKit (iOS). Not built by the package: copy into an
-// app target with the "Voice over IP" background mode.
+// app target with the "Voice over IP" background mode. docs/push.md explains it.
 //
-// The path of a call to a user whose app is not running:
-// 1. The caller's `initiateCall` finds no online connection: the relay answers the
-//    caller `call.offline` and POSTs the `call.offline` webhook to your server
-//    (`callId`, `sessionId`, `from`, `callType`, `sentAt`, `expiresAt`).
-// 2. Your server verifies `X-Relay-Signature` and sends a VoIP push with those fields.
-// 3. iOS wakes the app: `pushRegistry(_:didReceiveIncomingPushWith:…)` must report a
-//    call to CallKit before it returns, even for a push that arrives too late.
-// 4. The app connects; right after `welcome` the relay sends `call.incoming` for
-//    every call still ringing for this user, which reaches `onIncomingCallReceived`.
-// 5. The user answers in the CallKit UI: `CXAnswerCallAction` → `acceptCall(callID:)`.
-//    Commands issued while the client is still connecting wait for `welcome`, so
-//    the answer need not wait for step 4. (Apps without a socket can use
-//    `POST /v1/calls/{callId}/accept` with the user's token instead.)
-// 6. If the call stops ringing first (cancelled, answered on another device,
-//    unanswered), `onIncomingCallCancelled` ends the CallKit call with the matching
-//    reason; `call.cancelled` pushes from your server cover the app-not-running case.
+// The path of a call to a user whose app is suspended or killed (protocol/ §9a):
+// 1. At launch the app registers its PushKit token with the relay
+//    (`registerPushToken(_:kind: .apnsVoip)`), tied to this install's device id
+//    (`hello.device`, kept by the SDK).
+// 2. The caller's `initiateCall` rings every device of the callee: devices with an
+//    open, foreground connection over the socket, every other one with exactly one
+//    VoIP push whose `relay` object is the `call.incoming` event.
+// 3. iOS wakes the app: `pushRegistry(_:didReceiveIncomingPushWith:…)` decodes it
+//    (`RelayPush.decode(dictionaryPayload:)`) and reports the call to CallKit
+//    before it returns, even for a push that arrives too late.
+// 4. The user answers in the CallKit UI: `CXAnswerCallAction` → `acceptCall` over
+//    HTTP (`client.http`), which needs no socket; then `connect()` and join.
+// 5. If the call stops ringing first, `onIncomingCallCancelled` (socket) or the
+//    relay's `call.cancelled` push ends the CallKit call with the matching reason.
 
 import CallKit
 import Foundation
@@ -46,28 +44,46 @@ final class CallKitBridge: NSObject, CXProviderDelegate, PKPushRegistryDelegate,
   // MARK: PushKit
 
   func pushRegistry(_ registry: PKPushRegistry, didUpdate credentials: PKPushCredentials, for type: PKPushType) {
-    // Send credentials.token to your server, which pushes for `call.offline`.
+    // Sent as hex for this device (client.deviceID). PushKit may call this before the
+    // socket is up (a socket command then fails with .notConnected), so over HTTP.
+    #if DEBUG
+      let environment = PushEnvironment.sandbox
+    #else
+      let environment = PushEnvironment.production
+    #endif
+    let http = client.http
+    let token = credentials.token
+    Task { try? await http.registerPushToken(token, kind: .apnsVoip, environment: environment) }
   }
 
   func pushRegistry(
     _ registry: PKPushRegistry, didReceiveIncomingPushWith payload: PKPushPayload, for type: PKPushType,
     completion: @escaping () -> Void
   ) {
-    let body = payload.dictionaryPayload
-    guard let callID = body["callId"] as? String else { return completion() }
-    let caller = (body["from"] as? [String: Any])?["name"] as? String ?? "Unknown"
-    let expiresAt = (body["expiresAt"] as? NSNumber)?.int64Value ?? 0
-    let uuid = uuid(for: callID)
     let update = CXCallUpdate()
-    update.remoteHandle = CXHandle(type: .generic, value: caller)
-    update.hasVideo = (body["callType"] as? String) == "video"
+    let push = RelayPush.decode(dictionaryPayload: payload.dictionaryPayload)
+    guard case .incomingCall(let call) = push else {
+      // iOS requires a reported call for every VoIP push; the relay sends only rings.
+      let uuid = UUID()
+      update.remoteHandle = CXHandle(type: .generic, value: "Unknown")
+      provider.reportNewIncomingCall(with: uuid, update: update) { [self] _ in
+        provider.reportCall(with: uuid, endedAt: nil, reason: .failed)
+        completion()
+      }
+      return
+    }
+    let uuid = uuid(for: call.id)
+    update.remoteHandle = CXHandle(type: .generic, value: call.from.uid)
+    update.localizedCallerName = call.from.name
+    update.hasVideo = call.callType == .video
     // iOS requires reporting every VoIP push as a call, even a late one.
     provider.reportNewIncomingCall(with: uuid, update: update) { [self] _ in
       let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
-      if expiresAt > 0, nowMs >= expiresAt {
+      if call.expiresAt > 0, nowMs >= call.expiresAt {
         provider.reportCall(with: uuid, endedAt: nil, reason: .unanswered)
+        uuids[call.id] = nil
       } else {
-        client.connect()  // the relay re-announces the ringing call after `welcome`
+        client.connect()  // for cancellations and the media session; answering needs no socket
       }
       completion()
     }
@@ -107,9 +123,11 @@ final class CallKitBridge: NSObject, CXProviderDelegate, PKPushRegistryDelegate,
     guard let callID = callID(for: action.callUUID) else { return action.fail() }
     Task { @MainActor in
       do {
-        try await client.acceptCall(callID: callID)
+        // Over HTTP: the socket may not be up yet this soon after a VoIP push.
+        let call = try await client.http.acceptCall(callID: callID)
         action.fulfill()
-        // Join the media session here: call.sessionID in client.state.calls[callID].
+        try await client.joinSession(sessionID: call.sessionID)  // waits for `welcome`
+        // Start the media for call.sessionID here.
       } catch {
         // .conflict: answered elsewhere or no longer ringing; .notFound: unknown call.
         action.fail()
@@ -123,7 +141,9 @@ final class CallKitBridge: NSObject, CXProviderDelegate, PKPushRegistryDelegate,
     if client.state.calls[callID]?.status == .accepted {
       client.endCall(callID: callID)
     } else {
-      client.rejectCall(callID: callID)
+      // Declined from the lock screen, maybe before the socket is up.
+      let http = client.http
+      Task { _ = try? await http.rejectCall(callID: callID) }
     }
     action.fulfill()
   }

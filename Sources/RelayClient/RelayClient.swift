@@ -20,6 +20,10 @@ public struct RelayClientOptions: Sendable {
   public var backoffCapMs: Int64 = 20_000
   /// How long one connection attempt may take until `welcome`.
   public var connectTimeoutMs: Int64 = 10_000
+  /// The app install named in `hello.device` (§4), which push registrations and
+  /// the relay's "awake" check refer to: by default an id generated once and kept
+  /// in the app's container (`RelayDeviceID.defaultFile`).
+  public var device: DeviceIdentity = .persistent()
 
   /// The defaults: 500 ms to 20 s backoff, 10 s per attempt.
   public init() {}
@@ -66,6 +70,8 @@ public final class RelayClient: @unchecked Sendable {
   public let callbackQueue: DispatchQueue
   /// Observable state for the UI; see `RelayClientState`.
   public let state = RelayClientState()
+  /// The id sent as `hello.device` (from `RelayClientOptions.device`), nil for none.
+  public let deviceID: String?
 
   private let lock = NSLock()
   private var currentAuth: RelayAuth
@@ -94,6 +100,8 @@ public final class RelayClient: @unchecked Sendable {
     configuration.backoffBaseMs = options.backoffBaseMs
     configuration.backoffCapMs = options.backoffCapMs
     configuration.connectTimeoutMs = options.connectTimeoutMs
+    deviceID = RelayDeviceID.resolve(options.device)
+    configuration.device = deviceID
     transportKind = options.transport
     // URLSession answers pings without telling us: keep liveness with app pings (§5).
     configuration.sendsAppPings = options.transport == .urlSession

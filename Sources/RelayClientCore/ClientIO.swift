@@ -29,6 +29,13 @@ public enum ClientCommand: Sendable, Equatable {
   case cancelCall(String)
   /// `call.end`.
   case endCall(String)
+
+  // Push (§9a).
+  /// `push.register`; `device` nil means the connection's `hello.device`, and
+  /// `environment` is sent for APNs kinds only.
+  case registerPushToken(token: String, kind: PushKind, environment: PushEnvironment, device: String?)
+  /// `push.unregister`.
+  case unregisterPushToken(String)
 }
 
 /// Something the app's listeners hear about, in the order the relay sent it.

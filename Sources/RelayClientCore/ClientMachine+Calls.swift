@@ -20,6 +20,7 @@ extension ClientMachine {
     switch type {
     case "call.ringing", "call.offline":
       call.callees[uid] = type == "call.ringing" ? "ringing" : "offline"
+      if let pushed = m.int("pushed") { call.pushed[uid] = Int(pushed) }
     case "call.accepted":
       call.status = .accepted
       call.callees[uid] = "accepted"

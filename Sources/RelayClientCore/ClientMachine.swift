@@ -11,6 +11,8 @@ import RelayPrimitives
 public struct ClientConfiguration: Sendable {
   /// Identity sent in `hello`.
   public var auth: RelayAuth
+  /// The app install sent as `hello.device` (§4; `DeviceID.isValid`), nil for none.
+  public var device: String?
   /// Full-jitter backoff: attempt n waits random(0, min(cap, base · 2ⁿ)) ms.
   public var backoffBaseMs: Int64 = 500
   /// Upper bound of one backoff delay.
@@ -179,7 +181,8 @@ public struct ClientMachine: Sendable {
   public mutating func transportOpened(nowMs: Int64) -> [ClientEffect] {
     guard transportActive else { return [] }
     lastInboundMs = nowMs
-    out.append(.send(CommandEncoding.hello(configuration.auth, resume: resumeRequest())))
+    out.append(
+      .send(CommandEncoding.hello(configuration.auth, device: configuration.device, resume: resumeRequest())))
     return flush()
   }
 

@@ -4,9 +4,9 @@ import RelayProtocol
 
 /// Encodes the client's commands with `JSONWriter`.
 enum CommandEncoding {
-  static func hello(_ auth: RelayAuth, resume: (token: String, sessions: [(String, Int64)])?)
-    -> [UInt8]
-  {
+  static func hello(
+    _ auth: RelayAuth, device: String? = nil, resume: (token: String, sessions: [(String, Int64)])?
+  ) -> [UInt8] {
     var w = JSONWriter()
     w.beginObject()
     w.field("type", "hello")
@@ -22,6 +22,9 @@ enum CommandEncoding {
       w.optionalField("role", role)
       w.endObject()
     }
+    // §4: the app install, so the relay knows which push tokens this connection
+    // stands for (a device with an open, foreground connection is not pushed).
+    w.optionalField("device", device)
     if let resume {
       w.key("resume")
       w.beginObject()
@@ -83,6 +86,16 @@ enum CommandEncoding {
       w.optionalField("reason", reason)
     case .cancelCall(let call): callHeader(&w, "call.cancel", id, call)
     case .endCall(let call): callHeader(&w, "call.end", id, call)
+    case .registerPushToken(let token, let kind, let environment, let device):
+      header(&w, "push.register", id, session: nil)
+      w.field("token", token)
+      w.field("kind", kind.rawValue)
+      // §9a: the environment is an APNs notion (default production).
+      if kind.isAPNs { w.field("environment", environment.rawValue) }
+      w.optionalField("device", device)
+    case .unregisterPushToken(let token):
+      header(&w, "push.unregister", id, session: nil)
+      w.field("token", token)
     }
     w.endObject()
     return w.bytes

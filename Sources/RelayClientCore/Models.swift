@@ -195,6 +195,10 @@ public struct Call: Sendable, Equatable, Identifiable {
   /// Per-callee outcome so far (`ringing`, `offline`, `accepted`, `rejected`, `busy`,
   /// `unanswered`, `ended`), for outgoing calls.
   public var callees: [String: String]
+  /// For outgoing calls: how many devices of each callee the relay rang by push
+  /// (`call.ringing` / `call.offline` `pushed`, §9a). A callee reported `offline`
+  /// with pushes here is still being rung, on a phone whose app was asleep.
+  public var pushed: [String: Int] = [:]
 
   /// Memberwise initialiser.
   public init(

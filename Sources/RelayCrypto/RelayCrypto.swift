@@ -90,16 +90,7 @@ public enum Crypto {
   }
 
   /// Lowercase hexadecimal.
-  public static func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var characters = [UInt8]()
-    characters.reserveCapacity(bytes.count * 2)
-    for byte in bytes {
-      characters.append(digits[Int(byte >> 4)])
-      characters.append(digits[Int(byte & 0x0f)])
-    }
-    return String(decoding: characters, as: UTF8.self)
-  }
+  public static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 
   private static func digest(_ data: [UInt8], algorithm: OpaquePointer?, length: Int) -> [UInt8] {
     var output = [UInt8](repeating: 0, count: length)

@@ -13,6 +13,10 @@ import Testing
 @Suite struct URLSessionLiveTests {
   @Test("URLSessionWebSocketTask against the relay on this platform: connects, or fails with libcurl's exact error and retries")
   func urlSessionAgainstTheRelay() async throws {
+    try await FoundationNetworkingGate.exclusive { try await run() }
+  }
+
+  private func run() async throws {
     let relay = try RelayProcess([])
     let out = Deliveries()
     var configuration = ClientConfiguration(auth: dev("alice"))

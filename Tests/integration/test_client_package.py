@@ -46,8 +46,8 @@ let package = Package(
 """
 
 # Public API only (no @testable): the listener protocols, the AsyncSequence of
-# events, typed async commands, and the call flow an iOS app runs after CallKit's
-# answer (acceptCall).
+# events, typed async commands, the call flow an iOS app runs after CallKit's
+# answer (acceptCall), and push registration and decoding.
 CONSUMER_MAIN = """\
 import Foundation
 import RelayClient
@@ -85,6 +85,12 @@ do {
   try await bob.raiseHand(sessionID: "room")
   let call = try await alice.initiateCall(to: ["bob"], callType: .video)
   print("calling \\(call.to) \\(call.status.rawValue)")
+  // Push (§9a): a PushKit token for this install's device id, and a payload decoded
+  // without a client, as an app woken by a push does it.
+  try await bob.registerPushToken(Data(repeating: 0xab, count: 32), kind: .apnsVoip, environment: .sandbox)
+  let push = RelayPush.decode(dictionaryPayload: ["relay": ["type": "call.cancelled", "callId": call.id, "reason": "unanswered"]])
+  let api = RelayHTTPAPI(relayURL: url, token: "", device: bob.deviceID)
+  print("push \\(bob.deviceID.map(DeviceID.isValid) ?? false) \\(push?.callID == call.id) \\(api.baseURL.scheme ?? "")")
   loop: for await event in events {
     switch event {
     case .participantJoined(let session, let p): print("event participantJoined \\(session) \\(p.uid)")
@@ -159,9 +165,10 @@ def test_versioned_dependency_builds_and_runs(relay, tmp_path):
     out = run.stdout.splitlines()
     assert run.returncode == 0, run.stdout + run.stderr
     assert "listener incoming alice video" in out, out
+    assert "push true true http" in out, out
     # Bob's listener runs on his client's queue: its line may come before or after
     # Alice's `initiateCall` returns. The others are in Alice's order.
-    ordered = [line for line in out if line != "listener incoming alice video"]
+    ordered = [line for line in out if line != "listener incoming alice video" and not line.startswith("push ")]
     assert ordered[0] == 'joined room ["alice"]', out
     assert ordered[1] == 'bob sees ["alice", "bob"]', out
     assert ordered[2] == 'calling ["bob"] ringing', out

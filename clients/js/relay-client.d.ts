@@ -52,7 +52,11 @@ export interface IncomingCall {
   expiresAt: number;
 }
 
-export interface CallEvent { type: string; callId: string; uid?: string; sessionId?: string; by?: string; reason?: string; duration?: number }
+export interface CallEvent {
+  type: string; callId: string; uid?: string; sessionId?: string; by?: string; reason?: string; duration?: number;
+  /** call.ringing / call.offline: devices of that callee the relay rang by push (§9a). */
+  pushed?: number;
+}
 
 export interface RelayEventMap {
   welcome: Welcome;
@@ -113,7 +117,16 @@ export interface RelayClientOptions {
   commandTimeoutMs?: number;
   /** Send client.background on visibilitychange (browsers); default true. */
   watchVisibility?: boolean;
+  /**
+   * `hello.device` (§4), the app install push tokens belong to: `true` for an id
+   * generated once and kept in localStorage (else in memory), or the app's own id
+   * (1–128 characters of [A-Za-z0-9._:-]). Off by default.
+   */
+  device?: boolean | string;
 }
+
+export type PushKind = 'apns-voip' | 'apns' | 'fcm';
+export type PushEnvironment = 'production' | 'sandbox';
 
 export interface Ok { type: 'ok'; re: string; [field: string]: unknown }
 
@@ -123,6 +136,7 @@ export class RelayClient extends EventTarget {
   readonly user: User | null;
   readonly welcome: Welcome | null;
   readonly sessionIds: string[];
+  readonly deviceId: string | null;
   session(id: string): SessionState | null;
   connect(): Promise<Welcome>;
   close(): void;
@@ -140,6 +154,8 @@ export class RelayClient extends EventTarget {
   endCall(callId: string): Promise<Ok>;
   setBackground(background: boolean): Promise<Ok>;
   ping(): Promise<{ type: 'pong'; re: string }>;
+  registerPushToken(token: string, kind: PushKind, environment?: PushEnvironment): Promise<Ok>;
+  unregisterPushToken(token: string): Promise<Ok>;
   addEventListener<K extends keyof RelayEventMap>(type: K, listener: (event: RelayEvent<RelayEventMap[K]>) => void, options?: boolean | AddEventListenerOptions): void;
   addEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void;
   removeEventListener<K extends keyof RelayEventMap>(type: K, listener: (event: RelayEvent<RelayEventMap[K]>) => void, options?: boolean | EventListenerOptions): void;
@@ -148,3 +164,5 @@ export class RelayClient extends EventTarget {
 
 export function backoffDelay(attempt: number, backoff?: { baseMs?: number; capMs?: number }, random?: () => number): number;
 export function isFinalCloseCode(code: number): boolean;
+export function isValidDeviceId(id: unknown): boolean;
+export function persistentDeviceId(storage?: { getItem(key: string): string | null; setItem(key: string, value: string): void } | null): string;

@@ -34,6 +34,52 @@ export class RelayEvent extends Event {
   }
 }
 
+// MARK: device id (§4 hello.device, §9a): names the app install push tokens belong to.
+
+const DEVICE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const DEVICE_STORAGE_KEY = 'relay.device';
+let memoryDeviceId = null; // where there is no localStorage: one id per process
+
+/** Whether the relay accepts `id` as `hello.device` (1–128 of `[A-Za-z0-9._:-]`). */
+export function isValidDeviceId(id) {
+  return typeof id === 'string' && DEVICE_ID.test(id);
+}
+
+/**
+ * This install's device id: kept in `localStorage` (key `relay.device`) when the
+ * environment has one, so a reloaded page is the same device; else one per process.
+ */
+export function persistentDeviceId(storage) {
+  if (storage === undefined) {
+    try { storage = globalThis.localStorage; } catch { storage = null; } // a getter that throws (Node without a file)
+  }
+  try {
+    const stored = storage?.getItem(DEVICE_STORAGE_KEY);
+    if (isValidDeviceId(stored)) return stored;
+  } catch { /* storage disabled (private mode, sandboxed frame) */ }
+  const fresh = memoryDeviceId ?? randomDeviceId();
+  try {
+    if (storage) { storage.setItem(DEVICE_STORAGE_KEY, fresh); return fresh; }
+  } catch { /* full or disabled: fall back to memory */ }
+  memoryDeviceId = fresh;
+  return fresh;
+}
+
+/** 128 random bits as 32 hex digits. */
+function randomDeviceId() {
+  const bytes = new Uint8Array(16);
+  if (globalThis.crypto?.getRandomValues) globalThis.crypto.getRandomValues(bytes);
+  else for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(Math.random() * 256);
+  return [...bytes].map((b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function resolveDevice(option) {
+  if (option === undefined || option === null || option === false) return null;
+  if (option === true) return persistentDeviceId();
+  if (!isValidDeviceId(option)) throw new TypeError('RelayClient: device must be 1-128 characters of [A-Za-z0-9._:-]');
+  return option;
+}
+
 // Personal messages that carry `seq` only as a position marker (§2), not as session events.
 const POSITION_MARKERS = new Set(['session.joined', 'session.resumed']);
 // Protocol type -> event name where the plain "drop the dots" rule reads badly.
@@ -66,11 +112,13 @@ export class RelayClient extends EventTarget {
   #pongTimer = null;
   #welcomeTimer = null;
   #onVisibility = null;
+  #device = null;
 
   /**
    * @param {object} options `url`; `token` (string or function returning one) or
    *   `dev` `{uid, name, role}`; optional `WebSocket`, `backoff {baseMs, capMs}`,
-   *   `random`, `pingIntervalMs`, `commandTimeoutMs`, `watchVisibility`.
+   *   `random`, `pingIntervalMs`, `commandTimeoutMs`, `watchVisibility`, `device`
+   *   (`true`: a generated id kept in localStorage; or the app's own id string).
    */
   constructor(options) {
     super();
@@ -79,6 +127,7 @@ export class RelayClient extends EventTarget {
     this.#opts = { backoff: {}, random: Math.random, commandTimeoutMs: 15000, watchVisibility: true, ...options };
     this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
     if (!this.#WebSocket) throw new TypeError('RelayClient: no WebSocket; pass options.WebSocket');
+    this.#device = resolveDevice(options.device);
   }
 
   /** `idle`, `connecting`, `open`, `reconnecting` or `closed`. */
@@ -87,6 +136,8 @@ export class RelayClient extends EventTarget {
   get user() { return this.#welcome?.user ?? null; }
   /** The last `welcome` (heartbeat, connectionId, resumed). */
   get welcome() { return this.#welcome; }
+  /** The id sent as `hello.device` (option `device`), or null. */
+  get deviceId() { return this.#device; }
   /** Ids of the sessions this client is in. */
   get sessionIds() { return [...this.#sessions.keys()]; }
 
@@ -151,6 +202,22 @@ export class RelayClient extends EventTarget {
   /** An app-level `ping`; resolves on `pong`. */
   ping() { return this.#command('ping', {}); }
 
+  // MARK: push (§9a). Web Push is not a relay push kind: these are for native shells
+  // (React Native, Capacitor, Electron) holding an APNs or FCM token.
+
+  /**
+   * `push.register`: `kind` is `apns-voip`, `apns` or `fcm`; `environment`
+   * (`production` default, or `sandbox`) applies to APNs only. Needs the `device` option.
+   */
+  registerPushToken(token, kind, environment) {
+    const fields = { token, kind };
+    if (environment !== undefined && kind !== 'fcm') fields.environment = environment;
+    return this.#command('push.register', fields);
+  }
+
+  /** `push.unregister`: the token gets no more pushes. */
+  unregisterPushToken(token) { return this.#command('push.unregister', { token }); }
+
   // MARK: connection
 
   #open(state) {
@@ -172,6 +239,7 @@ export class RelayClient extends EventTarget {
 
   async #sendHello(ws) {
     const hello = { type: 'hello' };
+    if (this.#device) hello.device = this.#device;
     if (this.#opts.dev) hello.dev = this.#opts.dev;
     else {
       try {

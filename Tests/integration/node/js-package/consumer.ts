@@ -67,4 +67,10 @@ export function misuse(c: RelayClient): void {
   void new RelayClient({ dev: { uid: 'a', name: 'A' } });
   // @ts-expect-error state is read-only
   c.state = 'open';
+  // @ts-expect-error a push kind is 'apns-voip' | 'apns' | 'fcm' (no Web Push)
+  void c.registerPushToken('t', 'webpush');
+  // @ts-expect-error the environment is 'production' | 'sandbox'
+  void c.registerPushToken('t', 'apns', 'development');
+  // @ts-expect-error device is a boolean or an id string
+  void new RelayClient({ url: 'ws://x', dev: { uid: 'a', name: 'A' }, device: 7 });
 }
