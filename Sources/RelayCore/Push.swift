@@ -3,23 +3,6 @@
 // device gets which push and when; the shell's push service only performs it.
 public import RelayProtocol
 
-/// A registration's provider and token type (§9a `push.register.kind`).
-public enum PushKind: String, Sendable, CaseIterable {
-  /// An APNs PushKit (VoIP) token: rings through CallKit.
-  case apnsVoip = "apns-voip"
-  /// An APNs alert token.
-  case apns
-  /// A Firebase Cloud Messaging registration token.
-  case fcm
-
-  var isAPNs: Bool { self != .fcm }
-}
-
-/// The APNs environment a token belongs to (§9a; FCM tokens are always production).
-public enum PushEnvironment: String, Sendable, CaseIterable {
-  case production, sandbox
-}
-
 /// One token of one device of one user: where a push goes.
 public struct PushTarget: Sendable, Equatable {
   public let uid: String

@@ -2,6 +2,7 @@
 // from the core becomes one HTTP request; a provider's answer becomes one outcome.
 // Time, keys and the HTTP client are the shell's (RelayServer's PushService).
 public import RelayCore
+public import RelayProtocol
 import RelayPrimitives
 
 /// Which provider a request goes to (the `provider` label of `relay_push_sent_total`).

@@ -1,7 +1,8 @@
 // The relay's own push requests (RelayPush over RelayCore's PushJob) for the SDK's
-// contract tests. A file of its own: RelayCore and RelayClient both name a
-// `PushKind`, so the relay side is built here, where only RelayCore is imported.
+// contract tests: the relay side is built here, in a file of its own, so the tests
+// read like an app that imports only RelayClient.
 
+import RelayProtocol
 import RelayCore
 import RelayPush
 
