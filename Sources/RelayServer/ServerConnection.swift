@@ -71,6 +71,9 @@ protocol ConnectionTransport: AnyObject {
   @discardableResult func writeControl(_ frame: OutboundBuffer) -> Bool
   /// Flushes at the end of the turn even with nothing queued (TLS handshake output).
   func flushSoon()
+  /// Flush this connection's queue first in the next flush pass, whatever that pass's
+  /// budget (Loop.flushBudgetNs): a reply or personal event, not a fan-out.
+  func flushFirst()
   /// Graceful end: the queue is flushed, then FIN.
   func shutdown()
   /// Immediate end.
