@@ -4,7 +4,7 @@ import RelayProtocol
 
 /// Encodes the client's commands with `JSONWriter`.
 enum CommandEncoding {
-  static func hello(_ auth: RelayAuth, resume: (token: String, sessions: [(String, Int64)])?)
+  static func hello(_ auth: RelayAuth, resume: (token: String, sessions: [(String, Int64)])?, presenceDiff: Bool = false)
     -> [UInt8]
   {
     var w = JSONWriter()
@@ -34,6 +34,12 @@ enum CommandEncoding {
       }
       w.endObject()
       w.endObject()
+    }
+    if presenceDiff {
+      w.key("capabilities")
+      w.beginArray()
+      w.string(Capability.presenceDiff)
+      w.endArray()
     }
     w.endObject()
     return w.bytes
