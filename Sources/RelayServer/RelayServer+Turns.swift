@@ -65,6 +65,7 @@ extension RelayServer {
   /// Keeps a copy of `bytes` and stops `conn` reading until they are handled.
   func readDeferred(_ conn: ServerConnection, _ bytes: UnsafeMutableRawBufferPointer) {
     conn.transport.stopReading()
+    conn.hasKeptRead = true
     let entry = (conn, Array(bytes), loop.nowMs)
     if !conn.isWebSocket, Self.startsUpgrade(bytes) {
       deferredReads.arriving.queue.append(entry)
@@ -97,6 +98,7 @@ extension RelayServer {
     while !deferredReads.isEmpty {
       let (conn, bytes, atMs) = deferredReads.pop()
       deferredReads.bytes -= bytes.count
+      conn.hasKeptRead = false
       if !conn.transport.isClosed {
         var copy = bytes
         deferredReads.waitedMs = Int64(loop.nowMs &- atMs)

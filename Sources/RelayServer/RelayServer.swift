@@ -385,7 +385,12 @@ public final class RelayServer {
     sweepTLS(nowMs: nowMs)
     for raw in headDeadlines.popDue(nowMs: nowMs) {
       // protocol/ §1: a request head (and body) not complete in time.
-      if let conn = connections[ConnectionID(raw)], conn.isReadingRequest { conn.abort() }
+      guard let conn = connections[ConnectionID(raw)], conn.isReadingRequest else { continue }
+      if conn.hasKeptRead {
+        headDeadlines.add(raw, dueMs: nowMs + config.headTimeoutMs)  // the relay's wait, not the client's
+      } else {
+        conn.abort()
+      }
     }
     for raw in closeDeadlines.popDue(nowMs: nowMs) {
       connections[ConnectionID(raw)]?.abort()

@@ -100,6 +100,9 @@ final class ServerConnection: TCPConnectionDelegate {
   unowned let server: RelayServer
   let id: ConnectionID
   let transport: any ConnectionTransport
+  /// A read of it waits for a later turn (RelayServer+Turns.swift): its bytes came in
+  /// time, so the head deadline does not cut it meanwhile.
+  var hasKeptRead = false
   private(set) var state: ConnectionState
   /// The WebSocket codec, used in the WebSocket states. Held inline and mutated in
   /// place: moving it in and out of `state` copied it on every read.
