@@ -68,6 +68,7 @@ extension Loop {
   /// cost (the cork's flush of every connection written to) is paid again for
   /// each handful.
   public var currentTurnCpuNs: UInt64 {
+    guard turns.endedNs > 0 else { return 0 }  // as currentTurnBusyNs: no turn measured yet
     let now = Self.threadCpuNs()
     return now > turns.endedCpuNs ? now - turns.endedCpuNs : 0
   }

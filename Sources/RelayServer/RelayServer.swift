@@ -387,7 +387,8 @@ public final class RelayServer {
       // protocol/ §1: a request head (and body) not complete in time.
       guard let conn = connections[ConnectionID(raw)], conn.isReadingRequest else { continue }
       if conn.hasKeptRead {
-        headDeadlines.add(raw, dueMs: nowMs + config.headTimeoutMs)  // the relay's wait, not the client's
+        // The relay's wait, not the client's: a fresh deadline (never before one already listed).
+        headDeadlines.add(raw, dueMs: max(nowMs, Int64(loop.nowMs)) + config.headTimeoutMs)
       } else {
         conn.abort()
       }
