@@ -7,23 +7,32 @@
 // in one turn, timers and /metrics waiting behind them. Once a turn has been busy for
 // `turnReadBudgetMs`, a read is not handled but kept (one read, at most 64 KiB, per
 // connection) and its connection stops reading: the next bytes wait in the kernel
-// (TCP flow control). A 1 ms timer hands the kept reads back (DeferredReads: clients
-// already there first, then new connections, each in arrival order), each
+// (TCP flow control). A 1 ms timer hands the kept reads back (DeferredReads: HTTP
+// requests, then clients already there, then new connections), each
 // timer turn again only until the budget, so timers, the flush and new I/O get turns
 // in between. Past `maxDeferredReadBytes` kept, reads are handled at once again.
 import EventLoop
 
-/// One lane of kept reads, oldest first.
+/// One lane of kept reads, handed back oldest and newest in turn: the oldest so
+/// none waits for ever, the newest so a client that sent one message after a flood
+/// of others (a canary after a thousand re-joins) waits behind two reads, not the flood.
 struct ReadLane {
   var queue: [(conn: ServerConnection, bytes: [UInt8], atMs: UInt64)] = []
   var head = 0
+  var newestNext = false
 
   var isEmpty: Bool { head == queue.count }
 
   mutating func pop() -> (conn: ServerConnection, bytes: [UInt8], atMs: UInt64) {
-    let entry = queue[head]
-    queue[head] = (entry.conn, [], entry.atMs)
-    head += 1
+    let entry: (conn: ServerConnection, bytes: [UInt8], atMs: UInt64)
+    if newestNext {
+      entry = queue.removeLast()
+    } else {
+      entry = queue[head]
+      queue[head] = (entry.conn, [], entry.atMs)
+      head += 1
+    }
+    newestNext.toggle()
     if isEmpty {
       queue.removeAll(keepingCapacity: queue.count < 4_096)
       head = 0
@@ -32,12 +41,14 @@ struct ReadLane {
   }
 }
 
-/// Reads kept for a later turn. Two lanes: new connections asking for the WebSocket
-/// upgrade go after everything else (clients already there, HTTP requests such as
-/// /metrics and /readyz): a storm of new connections (each upgrade carrying its hello
-/// and join) waits behind the clients already there, not the other way round.
-/// Within a lane, arrival order.
+/// Reads kept for a later turn, in three lanes: plain HTTP requests first (/metrics,
+/// /readyz, the admin API: one cheap answer each, and a probe that times out gets a
+/// healthy relay restarted), then clients already speaking WebSocket, then new
+/// connections asking for the upgrade: a storm of new connections (each upgrade
+/// carrying its hello and join) waits behind the clients already there, not the
+/// other way round. Within a lane, oldest and newest in turn (ReadLane).
 final class DeferredReads {
+  var http = ReadLane()
   var established = ReadLane()
   var arriving = ReadLane()
   var bytes = 0
@@ -47,10 +58,11 @@ final class DeferredReads {
   /// messages as having arrived then, RateWindow.tryAcquire(lateMs:)).
   var waitedMs: Int64 = 0
 
-  var isEmpty: Bool { established.isEmpty && arriving.isEmpty }
+  var isEmpty: Bool { http.isEmpty && established.isEmpty && arriving.isEmpty }
 
   func pop() -> (conn: ServerConnection, bytes: [UInt8], atMs: UInt64) {
-    established.isEmpty ? arriving.pop() : established.pop()
+    if !http.isEmpty { return http.pop() }
+    return established.isEmpty ? arriving.pop() : established.pop()
   }
 }
 
@@ -67,10 +79,12 @@ extension RelayServer {
     conn.transport.stopReading()
     conn.hasKeptRead = true
     let entry = (conn, Array(bytes), loop.nowMs)
-    if !conn.isWebSocket, Self.startsUpgrade(bytes) {
+    if conn.isWebSocket {
+      deferredReads.established.queue.append(entry)
+    } else if Self.startsUpgrade(bytes) {
       deferredReads.arriving.queue.append(entry)
     } else {
-      deferredReads.established.queue.append(entry)
+      deferredReads.http.queue.append(entry)
     }
     deferredReads.bytes += bytes.count
     deferredReads.deferred &+= 1
@@ -78,8 +92,6 @@ extension RelayServer {
   }
 
   /// A request for the WebSocket endpoint (protocol/ §1 `GET /v1/ws`): a newcomer.
-  /// Other HTTP requests (probes, /metrics, the admin API) are cheap and go with the
-  /// clients already there.
   static func startsUpgrade(_ bytes: UnsafeMutableRawBufferPointer) -> Bool {
     let prefix = "GET /v1/ws".utf8
     guard bytes.count >= prefix.count else { return false }

@@ -5,13 +5,14 @@ exact figures are the join-storm row of `make bench-abuse`."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import urllib.request
 
 from abuse_util import rejoin, silent_member
 from relayclient import Client
 
-MEMBERS = 600
+MEMBERS = int(os.environ.get("FAIRNESS_MEMBERS", "600"))
 
 
 def open_members(port: int) -> list:
@@ -26,7 +27,7 @@ def probe(url: str) -> float:
 
 
 async def test_canary_and_metrics_stay_responsive_during_a_fan_out_flood(relay_factory):
-    relay = relay_factory(["--heartbeat-interval", "0", "--heartbeat-timeout", "0", "--session-join-rate", "0"])
+    relay = relay_factory("--heartbeat-interval", "0", "--heartbeat-timeout", "0", "--session-join-rate", "0")
     canary = await Client.connect(relay.ws)
     await canary.hello_dev("canary")
     await canary.send({"type": "session.join", "session": "calm"})

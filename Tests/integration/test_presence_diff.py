@@ -86,7 +86,7 @@ class Member:
 
 
 async def test_diff_and_old_clients_agree_live_and_after_resume(relay_factory):
-    relay = relay_factory(["--heartbeat-interval", "0", "--session-join-rate", "0"])
+    relay = relay_factory("--heartbeat-interval", "0", "--session-join-rate", "0")
     new, old = Member(await Client.connect(relay.ws), "big"), Member(await Client.connect(relay.ws), "big")
     welcome = await new.hello("new", capable=True)
     assert welcome["capabilities"] == ["presence.diff"]
