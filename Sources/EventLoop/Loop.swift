@@ -19,6 +19,9 @@ public struct LoopStats: Sendable {
   public var bytesWritten: UInt64 = 0
   /// Bytes delivered to `onRead` callbacks.
   public var bytesRead: UInt64 = 0
+  /// Connection flushes left for a later turn because a flush pass spent
+  /// `Loop.flushBudgetNs` (each counted once per pass it waited).
+  public var flushesDeferred: UInt64 = 0
   /// Bytes queued for writing on all connections and not yet taken by the kernel
   /// (the sum of every `TCPConnection.queuedBytes`; a buffer shared by several
   /// queues counts once per queue).
@@ -75,11 +78,19 @@ public final class Loop {
   let coalesceBuffer: UnsafeMutableRawPointer
   private let prepareHandle: UnsafeMutablePointer<uv_prepare_t>
   private let checkHandle: UnsafeMutablePointer<uv_check_t>
+  /// Active only while dirty connections wait for a later flush pass: an active idle
+  /// handle makes the poll return at once (`docs/src/idle.rst`), so they are not
+  /// kept waiting for unrelated I/O.
+  private let idleHandle: UnsafeMutablePointer<uv_idle_t>
+  private var idleActive = false
   private let lingerTimer: UnsafeMutablePointer<uv_timer_t>
   /// Connections with bytes queued since the last flush, each listed once. A
   /// `RingBuffer` held by `let` rather than an `Array` property, whose dynamic
   /// exclusivity checks would cost more than the append itself.
   private let dirtyConnections = RingBuffer<TCPConnection>(initialCapacity: 1024)
+  /// Connections to flush first in the next pass, outside its budget (`flushFirst`);
+  /// each is also in `dirtyConnections`.
+  private let urgentConnections = RingBuffer<TCPConnection>(initialCapacity: 64)
   /// Connections in a graceful close, oldest first; see `lingerTimeoutMs`.
   private let lingerQueue = RingBuffer<(deadlineMs: UInt64, connection: TCPConnection)>()
   /// Spare write-queue rings (see `WriteQueue`): enough for a turn that queues several
@@ -105,6 +116,15 @@ public final class Loop {
   var turns = TurnClock()
   /// Receives every turn's busy time (ns), e.g. for a histogram (LoopTurns.swift).
   public var onTurn: TurnObserver?
+  /// Runs once per turn just before the cork's last flush (prepare phase), for output
+  /// the application gathers over a whole turn.
+  public var beforeCork: (() -> Void)?
+  /// Most CPU time one flush pass of the cork spends (0 = no bound). The connections it
+  /// did not reach stay listed, in order, and go first in the next pass: a fan-out to
+  /// thousands of members cannot hold the loop in `write` every turn, the rest of the
+  /// loop (reads, timers, other connections' replies) gets its turn, and a connection
+  /// that waits gathers the frames of several turns into one write.
+  public var flushBudgetNs: UInt64 = 0
   /// Inside `run()` / `runOnce()`: `close()` must not re-enter `uv_run` from a callback.
   private var isRunning = false
 
@@ -119,6 +139,7 @@ public final class Loop {
     coalesceBuffer = .allocate(byteCount: Self.coalesceLimit, alignment: 16)
     prepareHandle = .allocate(capacity: 1)
     checkHandle = .allocate(capacity: 1)
+    idleHandle = .allocate(capacity: 1)
     lingerTimer = .allocate(capacity: 1)
     preconditionLibUVSucceeded(uv_loop_init(rawLoop), "uv_loop_init")
     preconditionLibUVSucceeded(relay_loop_measure_idle_time(rawLoop), "uv_loop_configure(UV_METRICS_IDLE_TIME)")
@@ -138,11 +159,13 @@ public final class Loop {
   private func startInternalHandles() {
     uv_prepare_init(rawLoop, prepareHandle)
     uv_check_init(rawLoop, checkHandle)
+    uv_idle_init(rawLoop, idleHandle)
     uv_timer_init(rawLoop, lingerTimer)
     preconditionLibUVSucceeded(uv_prepare_start(prepareHandle, prepareFlushCallback), "uv_prepare_start")
     preconditionLibUVSucceeded(uv_check_start(checkHandle, checkFlushCallback), "uv_check_start")
     uv_unref(prepareHandle.cast())
     uv_unref(checkHandle.cast())
+    uv_unref(idleHandle.cast())
     uv_unref(lingerTimer.cast())
   }
 
@@ -219,6 +242,7 @@ public final class Loop {
     precondition(!isRunning, "Loop.close() called from a loop callback; stop() and close after run() returns")
     uv_close(prepareHandle.cast(), nil)
     uv_close(checkHandle.cast(), nil)
+    uv_close(idleHandle.cast(), nil)
     uv_close(lingerTimer.cast(), nil)
     lingerQueue.removeAll()
     var result = UV_EBUSY.rawValue
@@ -230,6 +254,7 @@ public final class Loop {
     }
     precondition(result == 0, "uv_loop_close: \(LoopError(code: result)) (leaked handle or request)")
     dirtyConnections.removeAll()
+    urgentConnections.removeAll()
     isClosed = true
     freeMemory()
   }
@@ -237,6 +262,7 @@ public final class Loop {
   private func freeMemory() {
     prepareHandle.deallocate()
     checkHandle.deallocate()
+    idleHandle.deallocate()
     lingerTimer.deallocate()
     gatherBuffers.deallocate()
     coalesceBuffer.deallocate()
@@ -268,9 +294,13 @@ private func walkCloseCallback(_ handle: UnsafeMutablePointer<uv_handle_t>?, _: 
 private func prepareFlushCallback(_ handle: UnsafeMutablePointer<uv_prepare_t>?) {
   guard let handle else { return }
   let loop = unretainedOwner(handle.pointee.loop.pointee.data, as: Loop.self)
+  loop.beforeCork?()
   loop.flushDirtyConnections()
   loop.turnEnded()
 }
+
+/// `uv_idle_cb`: nothing to do; being active keeps the poll from blocking.
+private func idleCallback(_: UnsafeMutablePointer<uv_idle_t>?) {}
 
 /// The `uv_check_cb` of the cork.
 private func checkFlushCallback(_ handle: UnsafeMutablePointer<uv_check_t>?) {
@@ -279,14 +309,41 @@ private func checkFlushCallback(_ handle: UnsafeMutablePointer<uv_check_t>?) {
 }
 
 extension Loop {
-  /// Flushes every connection written to since the last flush. Connections dirtied
-  /// during the pass are flushed in the same pass.
+  /// Flushes every connection written to since the last flush, oldest first; those
+  /// dirtied during the pass are flushed in the same pass. Past `flushBudgetNs` the
+  /// rest wait for the next pass, still first in line (round robin: the pass after
+  /// begins where this one stopped).
   func flushDirtyConnections() {
     guard !dirtyConnections.isEmpty else { return }
+    while !urgentConnections.isEmpty { urgentConnections.removeFirst().flushPending() }
+    let budget = flushBudgetNs
+    let started = budget > 0 ? Self.threadCpuNs() : 0
+    var flushed = 0
     while !dirtyConnections.isEmpty {
       dirtyConnections.removeFirst().flushPending()
+      flushed &+= 1
+      // CPU time (see currentTurnCpuNs), read every 32 flushes: a flush is a few
+      // microseconds.
+      if budget > 0, flushed & 31 == 0, Self.threadCpuNs() &- started >= budget { break }
     }
-    uv_unref(prepareHandle.cast())
+    if dirtyConnections.isEmpty {
+      uv_unref(prepareHandle.cast())
+      if idleActive {
+        idleActive = false
+        uv_idle_stop(idleHandle)
+      }
+    } else {
+      statistics.flushesDeferred &+= UInt64(dirtyConnections.count)
+      if !idleActive {
+        idleActive = true
+        uv_idle_start(idleHandle, idleCallback)
+      }
+    }
+  }
+
+  /// Lists `connection` (already listed as dirty) for the head of the next pass.
+  func addUrgentConnection(_ connection: TCPConnection) {
+    urgentConnections.append(connection)
   }
 
   /// Lists `connection` for the end-of-turn flush. While the list is non-empty the

@@ -5,10 +5,18 @@
 // read by the next turn, and a client's messages that were spread out arrive bunched.
 import CLibUV
 
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 /// The state of the turn measurement, one per loop.
 struct TurnClock {
   /// `uv_hrtime` and `uv_metrics_idle_time` at the end of the last turn.
   var endedNs: UInt64 = 0
+  /// The thread's CPU time at the end of the last turn (`currentTurnCpuNs`).
+  var endedCpuNs: UInt64 = 0
   var idleNs: UInt64 = 0
   /// Busy time of the last completed turn.
   var lastBusyNs: UInt64 = 0
@@ -38,6 +46,7 @@ extension Loop {
     }
     turns.endedNs = nowNs
     turns.idleNs = idleNs
+    turns.endedCpuNs = Self.threadCpuNs()
     let timeout = uv_backend_timeout(rawLoop)
     turns.pollDeadlineMs = timeout >= 0 ? Int64(uv_now(rawLoop)) + Int64(timeout) : .max
   }
@@ -49,6 +58,26 @@ extension Loop {
     let elapsed = uv_hrtime() &- turns.endedNs
     let idle = uv_metrics_idle_time(rawLoop) &- turns.idleNs
     return elapsed > idle ? elapsed - idle : 0
+  }
+
+  /// CPU time this thread spent in the turn in progress so far, in nanoseconds: the
+  /// work the loop did, without the time the process waited for a core. A budget
+  /// of work per turn must use this, not `currentTurnBusyNs`: on a machine whose
+  /// cores are shared, wall-clock time runs on while the process is not scheduled,
+  /// a wall-clock budget is spent after a handful of reads, and every turn's fixed
+  /// cost (the cork's flush of every connection written to) is paid again for
+  /// each handful.
+  public var currentTurnCpuNs: UInt64 {
+    guard turns.endedNs > 0 else { return 0 }  // as currentTurnBusyNs: no turn measured yet
+    let now = Self.threadCpuNs()
+    return now > turns.endedCpuNs ? now - turns.endedCpuNs : 0
+  }
+
+  /// `CLOCK_THREAD_CPUTIME_ID` in nanoseconds.
+  static func threadCpuNs() -> UInt64 {
+    var spec = timespec()
+    guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec) == 0 else { return 0 }
+    return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
   }
 
   /// The longest turn measured so far, in nanoseconds.

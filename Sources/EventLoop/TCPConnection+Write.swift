@@ -218,6 +218,14 @@ extension TCPConnection {
     flushPending()
   }
 
+  /// Flushes this connection first in the next pass of the cork, whatever the pass's
+  /// budget (`Loop.flushBudgetNs`): for a reply, which must not wait behind a fan-out.
+  public func flushFirst() {
+    guard state == .open || state == .shuttingDown, !pending.isEmpty else { return }
+    markDirty()
+    loop.addUrgentConnection(self)
+  }
+
   func markDirty() {
     guard !isDirty else { return }
     isDirty = true

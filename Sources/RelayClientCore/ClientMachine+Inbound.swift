@@ -34,6 +34,12 @@ extension ClientMachine {
     case "participant.joined", "participant.left", "participant.lost", "participant.restored",
       "participant.timed_out", "hand.raised", "hand.lowered", "hands.cleared", "message":
       sessionEvent(type, message, nowMs: nowMs)
+    case "participants.diff":
+      // §5.6: the membership events of a turn, each applied as if it came alone.
+      for event in (message["events"]?.arrayValue ?? []).compactMap(\.objectValue) {
+        guard let eventType = event.str("type"), eventType.hasPrefix("participant.") else { continue }
+        sessionEvent(eventType, event, nowMs: nowMs)
+      }
     default:
       if type.hasPrefix("call.") { callEvent(type, message) }
     }

@@ -22,6 +22,10 @@ public struct ClientConfiguration: Sendable {
   public var sendsAppPings = false
   /// How long one attempt may take from `openTransport` to `welcome`.
   public var connectTimeoutMs: Int64 = 10_000
+  /// Offer `presence.diff` in `hello` (§4, §5.6): the relay may then coalesce a
+  /// turn's membership events into one `participants.diff`, which the machine
+  /// applies event by event, so the app sees the same per-member events.
+  public var offersPresenceDiff = true
 
   /// A configuration with the default timings.
   public init(auth: RelayAuth) { self.auth = auth }
@@ -182,7 +186,10 @@ public struct ClientMachine: Sendable {
     guard transportActive else { return [] }
     lastInboundMs = nowMs
     out.append(
-      .send(CommandEncoding.hello(configuration.auth, device: configuration.device, resume: resumeRequest())))
+      .send(
+        CommandEncoding.hello(
+          configuration.auth, device: configuration.device, resume: resumeRequest(),
+          presenceDiff: configuration.offersPresenceDiff)))
     return flush()
   }
 

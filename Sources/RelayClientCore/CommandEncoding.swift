@@ -5,7 +5,8 @@ import RelayProtocol
 /// Encodes the client's commands with `JSONWriter`.
 enum CommandEncoding {
   static func hello(
-    _ auth: RelayAuth, device: String? = nil, resume: (token: String, sessions: [(String, Int64)])?
+    _ auth: RelayAuth, device: String? = nil, resume: (token: String, sessions: [(String, Int64)])?,
+    presenceDiff: Bool = false
   ) -> [UInt8] {
     var w = JSONWriter()
     w.beginObject()
@@ -37,6 +38,12 @@ enum CommandEncoding {
       }
       w.endObject()
       w.endObject()
+    }
+    if presenceDiff {
+      w.key("capabilities")
+      w.beginArray()
+      w.string(Capability.presenceDiff)
+      w.endArray()
     }
     w.endObject()
     return w.bytes

@@ -16,9 +16,13 @@ extension RelayCore {
     connection.profile = Profile(identity, token: ResumeToken(resumeToken))
     connection.phase = .ready
     connection.device = hello.device
+    if hello.capabilities.contains(Capability.presenceDiff) {
+      connection.acceptsPresenceDiff = true
+      presenceDiffCapable += 1
+    }
     userConnections.append(connection)
     let resumed = resumeHeldState(hello.resume, request)  // §8, before `welcome`
-    sendWelcome(request, publicId: publicId, resumeToken: resumeToken, resumed: resumed)
+    sendWelcome(request, publicId: publicId, resumeToken: resumeToken, resumed: resumed, offered: hello.capabilities)
     deliverRingingCalls(to: connection, at: request.at)
     if resumed { replayResumed(hello.resume, request) }
   }
@@ -75,7 +79,8 @@ extension RelayCore {
   }
 
   /// §4 `welcome {connectionId, resumeToken, user, heartbeat, resumed, server}`.
-  func sendWelcome(_ request: Request, publicId: String, resumeToken: String, resumed: Bool) {
+  /// `capabilities`: those of `offered` the server accepted, only when some were offered.
+  func sendWelcome(_ request: Request, publicId: String, resumeToken: String, resumed: Bool, offered: [String] = []) {
     let identity = request.identity
     sendPersonal(request.c, type: "welcome", re: request.id) { w in
       w.field("connectionId", publicId)
@@ -97,6 +102,12 @@ extension RelayCore {
       w.beginObject()
       w.field("version", config.serverVersion)
       w.endObject()
+      if !offered.isEmpty {
+        w.key("capabilities")
+        w.beginArray()
+        if offered.contains(Capability.presenceDiff) { w.string(Capability.presenceDiff) }
+        w.endArray()
+      }
     }
   }
 

@@ -38,6 +38,11 @@ public final class RelayCore {
   /// §5 lost records, grace and idle countdowns; §8 held state (Liveness.swift).
   var liveness = LivenessState()
   var effects: [Effect] = []
+  /// §5.6 membership events waiting for the end of the turn (PresenceDiff.swift).
+  var presenceDiffs = PresenceDiffs()
+  /// Open connections that accepted `presence.diff`: none, and membership events take
+  /// the plain path.
+  var presenceDiffCapable = 0
   var counters = CoreStats()
   /// §9 ringing state (CallsModel.swift).
   var calls = CallBook()
@@ -106,6 +111,7 @@ public final class RelayCore {
     // a `LostRecord` (§8 grace).
     if connection.uid != nil { userConnections.remove(connection) }
     counters.connections -= 1
+    if connection.acceptsPresenceDiff { presenceDiffCapable -= 1 }
     if connection.phase != .closing {
       if clean { detachLeaving(connection, at: at) } else { markLost(connection, at: at) }
     }
@@ -160,6 +166,7 @@ public final class RelayCore {
   func send(_ payload: Payload, to recipients: [ConnectionID], type: String) {
     counters.eventsByType[type, default: 0] += 1
     guard !recipients.isEmpty else { return }
+    if overtakesPresenceDiff(recipients) { flushPresenceDiffs() }
     effects.append(.send(payload, to: recipients))
   }
 

@@ -27,7 +27,11 @@ extension RelayCore {
     liveness.eventTap?(session.id, session.seq, payload)
     let recipients = session.connections(excluding: excluding)
     counters.deliveries += UInt64(recipients.count)
-    send(payload, to: recipients, type: type)
+    if presenceDiffCapable > 0, Self.isMembershipEvent(type) {
+      deliverMembership(session, seq: session.seq, wallMs: at.wallMs, payload, to: recipients, type: type)
+    } else {
+      send(payload, to: recipients, type: type)
+    }
     return session.seq
   }
 

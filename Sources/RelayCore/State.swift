@@ -290,6 +290,8 @@ final class Connection {
   var badMessages: Int32 = 0
   /// §6 joins and leaves of this connection (`--join-rate`).
   var joinWindow = RateWindow()
+  /// §4 `hello.capabilities` offered `presence.diff` (§5.6).
+  var acceptsPresenceDiff = false
 
   init(id: ConnectionID, at: Instant) {
     self.id = id

@@ -30,6 +30,15 @@ public struct Hello: Sendable, Equatable {
   public var resume: ResumeRequest?
   /// §4 `hello.device`: the app install the connection comes from (§9a push).
   public var device: String? = nil
+  /// Optional features the client accepts (§4 `hello.capabilities`), as listed; names
+  /// the server does not know are ignored, so clients may offer newer ones.
+  public var capabilities: [String] = []
+}
+
+/// §4 capabilities the server may accept.
+public enum Capability {
+  /// §5.6: membership events of one session coalesced into `participants.diff`.
+  public static let presenceDiff = "presence.diff"
 }
 
 /// `call.initiate.callType` (§9).

@@ -15,7 +15,20 @@ extension Fields {
     if let resumeObject = try optionalObject("resume") {
       resume = try Fields(object: resumeObject, limits: limits, re: re, type: type).resumeRequest()
     }
-    return Hello(token: token, dev: dev, resume: resume, device: try device())
+    return Hello(token: token, dev: dev, resume: resume, device: try device(), capabilities: try capabilities())
+  }
+
+  /// `capabilities`: at most 16 names, each an identifier.
+  func capabilities() throws(CommandError) -> [String] {
+    guard let value = object["capabilities"] else { return [] }
+    guard let list = value.arrayValue, list.count <= 16 else { throw bad("capabilities must be an array of at most 16 names") }
+    var names: [String] = []
+    for element in list {
+      guard let name = element.stringValue, !name.isEmpty, name.utf8.count <= limits.maxIdentifierBytes
+      else { throw bad("capabilities must be an array of at most 16 names") }
+      names.append(name)
+    }
+    return names
   }
 
   /// `{token, sessions: {"<session>": <last seq seen>}}`; seqs are integers ≥ 0.

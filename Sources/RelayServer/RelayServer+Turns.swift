@@ -1,25 +1,71 @@
 // No loop turn carries an input storm alone (protocol/ §16, `relay_loop_turn_seconds`).
+// The budget counts the loop thread's CPU time (Loop.currentTurnCpuNs), not wall time:
+// on shared cores a wall-clock budget ran out after a few reads whenever the relay
+// waited for a core, and every such turn's flush wrote to every member again.
 // libuv delivers, in one poll phase, a read for every ready socket (batches of 1 024,
 // repeated while full): a thousand members re-joining at once would all be answered
 // in one turn, timers and /metrics waiting behind them. Once a turn has been busy for
 // `turnReadBudgetMs`, a read is not handled but kept (one read, at most 64 KiB, per
 // connection) and its connection stops reading: the next bytes wait in the kernel
-// (TCP flow control). A 1 ms timer hands the kept reads back in arrival order, each
+// (TCP flow control). A 1 ms timer hands the kept reads back (DeferredReads: HTTP
+// requests, then clients already there, then new connections), each
 // timer turn again only until the budget, so timers, the flush and new I/O get turns
 // in between. Past `maxDeferredReadBytes` kept, reads are handled at once again.
 // The same keeping is the cluster's backpressure: while the input log is backed up
 // (InputLog.isBackedUp) every read is kept, and the kept ones wait for it to drain.
 import EventLoop
 
-/// Reads kept for a later turn, oldest first.
-final class DeferredReads {
-  var queue: [(conn: ServerConnection, bytes: [UInt8])] = []
+/// One lane of kept reads, handed back oldest and newest in turn: the oldest so
+/// none waits for ever, the newest so a client that sent one message after a flood
+/// of others (a canary after a thousand re-joins) waits behind two reads, not the flood.
+struct ReadLane {
+  var queue: [(conn: ServerConnection, bytes: [UInt8], atMs: UInt64)] = []
   var head = 0
+  var newestNext = false
+
+  var isEmpty: Bool { head == queue.count }
+
+  mutating func pop() -> (conn: ServerConnection, bytes: [UInt8], atMs: UInt64) {
+    let entry: (conn: ServerConnection, bytes: [UInt8], atMs: UInt64)
+    if newestNext {
+      entry = queue.removeLast()
+    } else {
+      entry = queue[head]
+      queue[head] = (entry.conn, [], entry.atMs)
+      head += 1
+    }
+    newestNext.toggle()
+    if isEmpty {
+      queue.removeAll(keepingCapacity: queue.count < 4_096)
+      head = 0
+    }
+    return entry
+  }
+}
+
+/// Reads kept for a later turn, in three lanes: plain HTTP requests first (/metrics,
+/// /readyz, the admin API: one cheap answer each, and a probe that times out gets a
+/// healthy relay restarted), then clients already speaking WebSocket, then new
+/// connections asking for the upgrade: a storm of new connections (each upgrade
+/// carrying its hello and join) waits behind the clients already there, not the
+/// other way round. Within a lane, oldest and newest in turn (ReadLane).
+final class DeferredReads {
+  var http = ReadLane()
+  var established = ReadLane()
+  var arriving = ReadLane()
   var bytes = 0
   var deferred: UInt64 = 0
   var timer: EventLoop.Timer?
+  /// While a kept read is handled: how long it waited (the rate windows count its
+  /// messages as having arrived then, RateWindow.tryAcquire(lateMs:)).
+  var waitedMs: Int64 = 0
 
-  var isEmpty: Bool { head == queue.count }
+  var isEmpty: Bool { http.isEmpty && established.isEmpty && arriving.isEmpty }
+
+  func pop() -> (conn: ServerConnection, bytes: [UInt8], atMs: UInt64) {
+    if !http.isEmpty { return http.pop() }
+    return established.isEmpty ? arriving.pop() : established.pop()
+  }
 }
 
 extension RelayServer {
@@ -28,13 +74,21 @@ extension RelayServer {
     guard deferredReads.bytes < config.maxDeferredReadBytes else { return false }
     if !deferredReads.isEmpty { return true }  // keep arrival order behind kept reads
     if inputs.isBackedUp { return true }  // backpressure: the socket waits for the log
-    return Int64(loop.currentTurnBusyNs / 1_000_000) >= config.turnReadBudgetMs
+    return Int64(loop.currentTurnCpuNs / 1_000_000) >= config.turnReadBudgetMs
   }
 
   /// Keeps a copy of `bytes` and stops `conn` reading until they are handled.
   func readDeferred(_ conn: ServerConnection, _ bytes: UnsafeMutableRawBufferPointer) {
     conn.transport.stopReading()
-    deferredReads.queue.append((conn, Array(bytes)))
+    conn.hasKeptRead = true
+    let entry = (conn, Array(bytes), loop.nowMs)
+    if conn.isWebSocket {
+      deferredReads.established.queue.append(entry)
+    } else if Self.startsUpgrade(bytes) {
+      deferredReads.arriving.queue.append(entry)
+    } else {
+      deferredReads.http.queue.append(entry)
+    }
     deferredReads.bytes += bytes.count
     deferredReads.deferred &+= 1
     armDeferredReads()
@@ -43,6 +97,13 @@ extension RelayServer {
   /// The input log drained below its backpressure mark: the kept reads go on.
   func inputsDrained() {
     if !deferredReads.isEmpty { armDeferredReads() }
+  }
+
+  /// A request for the WebSocket endpoint (protocol/ §1 `GET /v1/ws`): a newcomer.
+  static func startsUpgrade(_ bytes: UnsafeMutableRawBufferPointer) -> Bool {
+    let prefix = "GET /v1/ws".utf8
+    guard bytes.count >= prefix.count else { return false }
+    return zip(bytes, prefix).allSatisfy { $0 == $1 }
   }
 
   private func armDeferredReads() {
@@ -55,23 +116,20 @@ extension RelayServer {
   func handleDeferredReads() {
     let budgetNs = UInt64(max(1, config.turnReadBudgetMs)) * 1_000_000
     while !deferredReads.isEmpty, !inputs.isBackedUp {
-      let (conn, bytes) = deferredReads.queue[deferredReads.head]
-      deferredReads.queue[deferredReads.head] = (conn, [])
-      deferredReads.head += 1
+      let (conn, bytes, atMs) = deferredReads.pop()
       deferredReads.bytes -= bytes.count
+      conn.hasKeptRead = false
       if !conn.transport.isClosed {
         var copy = bytes
+        deferredReads.waitedMs = Int64(loop.nowMs &- atMs)
         copy.withUnsafeMutableBytes { conn.handleRead($0) }
+        deferredReads.waitedMs = 0
         if !conn.transport.isClosed { conn.transport.startReading() }
       }
-      if loop.currentTurnBusyNs >= budgetNs { break }
+      if loop.currentTurnCpuNs >= budgetNs { break }
     }
-    if deferredReads.isEmpty {
-      deferredReads.queue.removeAll(keepingCapacity: deferredReads.queue.count < 4_096)
-      deferredReads.head = 0
-    } else if !inputs.isBackedUp {
-      armDeferredReads()
-    }  // backed up: `inputsDrained` hands them back
+    // Backed up: `inputsDrained` hands them back.
+    if !deferredReads.isEmpty, !inputs.isBackedUp { armDeferredReads() }
   }
 
   func closeDeferredReads() {
@@ -84,5 +142,6 @@ extension RelayServer {
     metrics.mirror("relay_loop_turn_max_microseconds", Int(clamping: loop.longestTurnNs / 1_000))
     metrics.mirrorCounter("relay_loop_deferred_reads_total", deferredReads.deferred)
     metrics.mirror("relay_loop_deferred_read_bytes", deferredReads.bytes)
+    metrics.mirrorCounter("relay_loop_deferred_flushes_total", loop.stats.flushesDeferred)
   }
 }

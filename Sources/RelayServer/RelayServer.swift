@@ -80,6 +80,13 @@ public final class RelayServer {
     self.core = RelayCore(config: coreConfig, ids: CryptoIdentifiers(), verifyToken: verifyToken)
     let turnHistogram = metrics.loopTurn
     loop.onTurn = { turnHistogram.recordNanoseconds(Int64(clamping: $0)) }
+    loop.flushBudgetNs = UInt64(max(0, config.turnWriteBudgetMs)) * 1_000_000
+    // protocol/ §5.6: a turn's membership events go out as one diff per session.
+    loop.beforeCork = { [unowned self] in
+      guard self.core.hasPendingPresenceDiffs else { return }
+      self.core.flushPresenceDiffs()
+      self.applyEffects()
+    }
     if let c = config.cluster {
       cluster = ClusterNode(server: self, config: c, logger: logger)
     }
@@ -185,7 +192,7 @@ public final class RelayServer {
   /// itself should the wall clock step back.
   var now: Instant {
     let mono = Int64(loop.nowMs)
-    return Instant(monoMs: mono, wallMs: Loop.wallClockMs(), lateMs: loop.readLatenessMs)
+    return Instant(monoMs: mono, wallMs: Loop.wallClockMs(), lateMs: max(loop.readLatenessMs, deferredReads.waitedMs))
   }
 
   // MARK: Accept
@@ -328,7 +335,10 @@ public final class RelayServer {
   /// budget is checked against a running headroom instead of per write.
   func deliver(_ payload: Payload, to ids: [ConnectionID]) {
     if ids.count == 1 {
-      if let conn = connections[ids[0]], conn.acceptsFrames { conn.send(Framing.textFrame(payload)) }
+      if let conn = connections[ids[0]], conn.acceptsFrames {
+        conn.send(Framing.textFrame(payload))
+        conn.transport.flushFirst()  // a reply waits behind no fan-out (Loop.flushBudgetNs)
+      }
       return
     }
     let frame = Framing.textFrame(payload)
@@ -387,7 +397,13 @@ public final class RelayServer {
     sweepTLS(nowMs: nowMs)
     for raw in headDeadlines.popDue(nowMs: nowMs) {
       // protocol/ §1: a request head (and body) not complete in time.
-      if let conn = connections[ConnectionID(raw)], conn.isReadingRequest { conn.abort() }
+      guard let conn = connections[ConnectionID(raw)], conn.isReadingRequest else { continue }
+      if conn.hasKeptRead {
+        // The relay's wait, not the client's: a fresh deadline (never before one already listed).
+        headDeadlines.add(raw, dueMs: max(nowMs, Int64(loop.nowMs)) + config.headTimeoutMs)
+      } else {
+        conn.abort()
+      }
     }
     for raw in closeDeadlines.popDue(nowMs: nowMs) {
       connections[ConnectionID(raw)]?.abort()

@@ -42,6 +42,12 @@ public struct ServerConfig: Sendable {
   /// turn, so a longer budget lets a re-join pile-up push turns past protocol/ §16's
   /// 50 ms (Benchmarks/results/abuse.md, "Turn read budget").
   public var turnReadBudgetMs: Int64 = 10
+  /// Most CPU time one flush pass spends writing (`Loop.flushBudgetNs`): a fan-out
+  /// to thousands of members is written over several turns, round robin, each
+  /// member's frames of those turns in one write, instead of one `write` per member
+  /// per turn (protocol/ §16). Below the read budget, so a join storm's reads get
+  /// most of the loop and each member's writes grow with it. 0 = no bound.
+  public var turnWriteBudgetMs: Int64 = 2
   public var maxDeferredReadBytes = 64 << 20
   /// `--outbound-budget-bytes`: bytes queued for all connections together (0 = no
   /// bound); past it the connections holding the most are closed 4008 first.

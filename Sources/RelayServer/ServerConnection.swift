@@ -71,6 +71,9 @@ protocol ConnectionTransport: AnyObject {
   @discardableResult func writeControl(_ frame: OutboundBuffer) -> Bool
   /// Flushes at the end of the turn even with nothing queued (TLS handshake output).
   func flushSoon()
+  /// Flush this connection's queue first in the next flush pass, whatever that pass's
+  /// budget (Loop.flushBudgetNs): a reply or personal event, not a fan-out.
+  func flushFirst()
   /// Graceful end: the queue is flushed, then FIN.
   func shutdown()
   /// Immediate end.
@@ -97,6 +100,9 @@ final class ServerConnection: TCPConnectionDelegate {
   unowned let server: RelayServer
   let id: ConnectionID
   let transport: any ConnectionTransport
+  /// A read of it waits for a later turn (RelayServer+Turns.swift): its bytes came in
+  /// time, so the head deadline does not cut it meanwhile.
+  var hasKeptRead = false
   private(set) var state: ConnectionState
   /// The WebSocket codec, used in the WebSocket states. Held inline and mutated in
   /// place: moving it in and out of `state` copied it on every read.

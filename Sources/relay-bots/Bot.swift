@@ -152,6 +152,7 @@ final class Bot {
   /// doubling to 4 s, so `maxDropRetries` attempts span about 15 s on average.
   private static func configuration(uid: String, name: String, isHost: Bool) -> ClientConfiguration {
     var c = ClientConfiguration(auth: .dev(uid: uid, name: name, role: isHost ? "host" : "participant"))
+    c.offersPresenceDiff = false  // the bots count and check per-member events (Checks.swift)
     c.backoffBaseMs = 100
     c.backoffCapMs = 4_000
     return c

@@ -189,7 +189,7 @@ final class WireHarness {
     #expect(h.out.state == .connecting)
 
     h.connector.open(h.task)
-    #expect(h.task.sent == [#"{"type":"hello","id":"hello","dev":{"uid":"alice","name":"Alice","role":"host"}}"#])
+    #expect(h.task.sent == [#"{"type":"hello","id":"hello","dev":{"uid":"alice","name":"Alice","role":"host"},"capabilities":["presence.diff"]}"#])
     h.task.deliver(WireHarness.welcome())
     #expect(h.out.state == .connected)
     #expect(h.task.receiving)  // re-armed after every message

@@ -63,6 +63,7 @@ final class MemoryTransport: ConnectionTransport {
   }
 
   func flushSoon() {}
+  func flushFirst() {}
   func stopReading() {}
   func startReading() {}
 

@@ -17,6 +17,8 @@ export interface Welcome {
   heartbeat: { interval: number; timeout: number };
   resumed: boolean;
   server: { version: string };
+  /** §4: the `hello.capabilities` the server accepted (the client offers `presence.diff`, §5.6). */
+  capabilities?: string[];
 }
 
 export interface SessionJoined {

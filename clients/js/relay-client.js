@@ -238,7 +238,9 @@ export class RelayClient extends EventTarget {
   }
 
   async #sendHello(ws) {
-    const hello = { type: 'hello' };
+    // §5.6: membership events may come coalesced (participants.diff); applied below
+    // one by one, so app code sees the same per-member events either way.
+    const hello = { type: 'hello', capabilities: ['presence.diff'] };
     if (this.#device) hello.device = this.#device;
     if (this.#opts.dev) hello.dev = this.#opts.dev;
     else {
@@ -379,6 +381,10 @@ export class RelayClient extends EventTarget {
     if (msg.type === 'welcome') return this.#welcomed(msg);
     if (msg.type === 'ok' || msg.type === 'pong') return;
     if (msg.type === 'error') return msg.re === undefined ? this.#emit('error', msg) : undefined;
+    if (msg.type === 'participants.diff' && Array.isArray(msg.events)) {
+      for (const event of msg.events) if (event && typeof event.seq === 'number') this.#sessionEvent(event);
+      return;
+    }
     if (typeof msg.seq === 'number' && typeof msg.session === 'string' && !POSITION_MARKERS.has(msg.type)) {
       return this.#sessionEvent(msg);
     }
