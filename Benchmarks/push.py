@@ -15,6 +15,11 @@
 
 Relay (release build) pinned to core 0, clients and sinks to core 1. Writes
 Benchmarks/results/push.md.
+
+PUSH_BENCH_BASELINE=/path/to/an/older/relay: the throughput runs alternate between
+that binary and this build's (baseline first), and push.md gets a before/after
+table of both medians (ratios from interleaved runs are what a shared, noisy machine
+can compare honestly).
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ from relayclient import Client  # noqa: E402
 import tlsutil  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+BASELINE = os.environ.get("PUSH_BENCH_BASELINE")
 STAMP = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 RAW = ROOT / "Benchmarks" / "results" / "raw" / f"push-{STAMP}"
 DEVICES = 10_000
@@ -69,9 +75,9 @@ def metric(port: int, name: str, **labels) -> float:
     return total
 
 
-def relay(procs: Procs, tag: str, flags: list[str]) -> tuple[int, subprocess.Popen]:
+def relay(procs: Procs, tag: str, flags: list[str], binary: str | None = None) -> tuple[int, subprocess.Popen]:
     port = free_port()
-    p = procs.start([str(BIN / "relay"), "serve", "--listen", f"127.0.0.1:{port}", "--log-level", "warning",
+    p = procs.start([binary or str(BIN / "relay"), "serve", "--listen", f"127.0.0.1:{port}", "--log-level", "warning",
                      "--ring-rate", "0", "--ring-timeout", "60000", *flags], SERVER_CPU, RAW / f"{tag}.relay.log")
     wait_until(lambda: ready(port), 20, "relay")
     return port, p
@@ -123,7 +129,7 @@ async def latency_run(tag: str, calls: int = 200) -> list[float]:
         fake.stop()
 
 
-async def throughput_run(tag: str) -> dict:
+async def throughput_run(tag: str, binary: str | None = None) -> dict:
     procs = Procs()
     cert, key = tlsutil.make_pair(RAW / tag, "sink")
     try:
@@ -140,7 +146,7 @@ async def throughput_run(tag: str) -> dict:
         p8 = APNsFake(RAW / tag / "key")  # only its .p8 key and flags; the sink answers
         p8.stop()
         flags = [f.replace(p8.url, f"https://localhost:{sink_port}").replace(str(p8.ca), str(cert)) for f in p8.flags()]
-        port, proc = relay(procs, tag, flags)
+        port, proc = relay(procs, tag, flags, binary)
         rss_before = rss_kb(proc.pid)
         await register(port, [f"callee{i}" for i in range(DEVICES)], 0)
         time.sleep(3)  # the relay gives freed heap back every 2 s (heapTrimIntervalMs)
@@ -161,6 +167,21 @@ async def throughput_run(tag: str) -> dict:
         procs.stop()
 
 
+def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
+    """Medians of the baseline's runs and this build's, interleaved, and their ratio."""
+    def med(runs, key):
+        return statistics.median(r[key] for r in runs)
+    rows = [("pushes/s (wall)", "per_s", "{:.0f}"), ("relay CPU µs per push", "cpu_us_per_push", "{:.0f}"),
+            ("pushes per relay CPU second", "per_cpu_s", "{:.0f}"), ("load average", "load", "{:.1f}")]
+    out = ["### Before/after (interleaved runs)", "", f"Baseline `{BASELINE}`, {len(before)} runs each, medians.", "",
+           "| figure | before | after | after / before |", "|---|---|---|---|"]
+    for label, key, fmt in rows:
+        b, a = med(before, key), med(after, key)
+        out.append(f"| {label} | {fmt.format(b)} | {fmt.format(a)} | {a / b:.2f} |")
+    out += ["", "Baseline per run: " + ", ".join(f"{r['per_s']:.0f}/s wall, {r['per_cpu_s']:.0f}/CPU-s" for r in before) + "."]
+    return out
+
+
 def main() -> None:
     which = sys.argv[1:] or ["latency", "throughput"]
     RAW.mkdir(parents=True, exist_ok=True)
@@ -175,8 +196,12 @@ def main() -> None:
                   "leaving the client to the VoIP push's arrival at the APNs fake (TLS, HTTP/2, JWT verified).", "",
                   "| p50 ms | p99 ms | calls per run |", "|---|---|---|", f"| {p50:.2f} | {p99:.2f} | {len(runs[0])} |", ""]
     if "throughput" in which:
-        runs = [asyncio.run(throughput_run(f"throughput{r}")) for r in range(RUNS)]
-        (RAW / "throughput.json").write_text(json.dumps(runs, indent=2))
+        runs, before = [], []
+        for r in range(RUNS):
+            if BASELINE:
+                before.append(asyncio.run(throughput_run(f"baseline{r}", BASELINE)))
+            runs.append(asyncio.run(throughput_run(f"throughput{r}")))
+        (RAW / "throughput.json").write_text(json.dumps({"runs": runs, "baseline": before}, indent=2))
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         lines += ["## Pushes per second, 10 000 callee devices", "",
                   f"{DEVICES} registered devices (apps killed) rung by {len(range(0, DEVICES, PER_CALL))} calls of "
@@ -186,7 +211,10 @@ def main() -> None:
                   "|---|---|---|---|---|---|---|---|",
                   f"| {med['pushes']:.0f} | {med['seconds']:.2f} | {med['per_s']:.0f} | {med['relay_cpu_s']:.2f} | "
                   f"{med['cpu_us_per_push']:.0f} | {med['per_cpu_s']:.0f} | {med['load']:.1f} | {med['kib_per_device']:.2f} |", "",
-                  "Per run: " + ", ".join(f"{r['per_s']:.0f}/s wall, {r['per_cpu_s']:.0f}/CPU-s" for r in runs) + ".", "", ""]
+                  "Per run: " + ", ".join(f"{r['per_s']:.0f}/s wall, {r['per_cpu_s']:.0f}/CPU-s" for r in runs) + ".", ""]
+        if before:
+            lines += compare_lines(before, runs)
+        lines += [""]
     out = ROOT / "Benchmarks" / "results" / "push.md"
     out.write_text("\n".join(lines))
     print("\n".join(lines))

@@ -18,6 +18,9 @@ public final class HTTPClient {
   private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
   /// Requests that failed before reaching libcurl, completed on the next turn.
   private var failedEarly: [(Transfer, HTTPFailure)] = []
+  /// Easy handles of finished requests, `curl_easy_reset` and ready for the next one:
+  /// a handle and its buffers cost several allocations to make and to free, per request.
+  private var spareHandles: [UnsafeMutableRawPointer] = []
   /// Socket watchers libcurl asked for, by descriptor.
   private var polls: [Int32: Poll] = [:]
   private let timer: EventLoop.Timer
@@ -46,6 +49,7 @@ public final class HTTPClient {
     _ = relay_curl_multi_ptr(m, CURLMOPT_TIMERDATA, me)
     _ = relay_curl_multi_long(m, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
     _ = relay_curl_multi_long(m, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, settings.maxConnectionsPerHost))
+    _ = relay_curl_multi_long(m, CURLMOPT_MAX_CONCURRENT_STREAMS, max(1, settings.maxStreamsPerConnection))
   }
 
   deinit {
@@ -53,6 +57,13 @@ public final class HTTPClient {
     // calling completions (their owners are going away too).
     if !closed { teardown() }
   }
+
+  /// Spare easy handles kept at most: enough for the requests one turn of completions
+  /// starts again, without holding a handle per past request.
+  static let maxSpareHandles = 256
+
+  /// Spare easy handles held (tests).
+  var spareHandleCount: Int { spareHandles.count }
 
   /// Requests started and not yet completed.
   public var inFlight: Int { transfers.count + failedEarly.count }
@@ -64,8 +75,10 @@ public final class HTTPClient {
     guard !closed, let multi, inFlight < settings.maxInFlight,
       request.body.count <= settings.maxInFlightBytes - inFlightBytes
     else { return false }
+    // curl_easy_init fails only without memory, and then nothing else would work either.
+    guard let easy = spareHandles.popLast() ?? curl_easy_init() else { preconditionFailure("curl_easy_init failed") }
     let transfer = Transfer(
-      request: request, maxResponseBytes: settings.maxResponseBytes, tally: tally, completion: completion)
+      easy: easy, request: request, maxResponseBytes: settings.maxResponseBytes, tally: tally, completion: completion)
     inFlightBytes += transfer.bodyBytes
     do {
       try transfer.configure(request, settings: settings, trust: trust)
@@ -108,6 +121,8 @@ public final class HTTPClient {
     transfers.removeAll()
     for (transfer, _) in failedEarly { transfer.release() }
     failedEarly.removeAll()
+    for easy in spareHandles { curl_easy_cleanup(easy) }
+    spareHandles.removeAll()
     inFlightBytes = 0
     timer.close()
     deferTimer.close()
@@ -178,9 +193,20 @@ public final class HTTPClient {
       curl_multi_remove_handle(multi, easy)
       inFlightBytes -= transfer.bodyBytes
       let result = transfer.result(code)
-      transfer.release()
+      recycle(transfer)
       transfer.complete(result)
     }
+  }
+
+  /// Keeps the easy handle of a transfer out of the multi handle for the next request,
+  /// or frees it when enough are kept.
+  private func recycle(_ transfer: Transfer) {
+    guard let easy = transfer.detach() else { return }
+    guard !closed, spareHandles.count < Self.maxSpareHandles else { return curl_easy_cleanup(easy) }
+    // Every option back to its default (the next request sets its own); libcurl keeps
+    // the connection cache in the multi handle, not in the easy handle.
+    curl_easy_reset(easy)
+    spareHandles.append(easy)
   }
 
   private func failLater(_ transfer: Transfer, _ error: any Error) {
@@ -191,7 +217,7 @@ public final class HTTPClient {
       self.failedEarly.removeAll()
       for (transfer, failure) in failed {
         self.inFlightBytes -= transfer.bodyBytes
-        transfer.release()
+        self.recycle(transfer)
         transfer.complete(.failure(failure))
       }
     }

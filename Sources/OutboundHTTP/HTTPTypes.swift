@@ -12,10 +12,14 @@ public struct HTTPRequest: Sendable {
   /// rather than open a second one (APNs wants one long-lived HTTP/2 connection).
   /// Otherwise HTTP/1.1, connections kept alive and reused.
   public var preferHTTP2: Bool
+  /// Which response headers the result carries: all of them, or only those named
+  /// (lower-case). A caller that reads one header (a push reads `retry-after`) saves
+  /// building every other one.
+  public var responseHeaders: ResponseHeaders
 
   public init(
     method: String, url: String, headers: [(String, String)] = [], body: [UInt8] = [], timeoutMs: Int = 10_000,
-    preferHTTP2: Bool = false
+    preferHTTP2: Bool = false, responseHeaders: ResponseHeaders = .all
   ) {
     self.method = method
     self.url = url
@@ -23,7 +27,15 @@ public struct HTTPRequest: Sendable {
     self.body = body
     self.timeoutMs = timeoutMs
     self.preferHTTP2 = preferHTTP2
+    self.responseHeaders = responseHeaders
   }
+}
+
+/// The response headers a request keeps (`HTTPRequest.responseHeaders`).
+public enum ResponseHeaders: Sendable {
+  case all
+  /// Only these names, compared case-insensitively (RFC 9110 §5.1); give them in lower case.
+  case only([String])
 }
 
 /// Why a request got no HTTP response.
@@ -79,10 +91,14 @@ public struct HTTPClientSettings: Sendable {
   public var connectTimeoutMs: Int
   /// Connections open to one host at once (HTTP/2 requests share one).
   public var maxConnectionsPerHost: Int
+  /// HTTP/2 streams open at once on one connection (`CURLMOPT_MAX_CONCURRENT_STREAMS`;
+  /// the server's SETTINGS_MAX_CONCURRENT_STREAMS, RFC 7540 §6.5.2, lowers it further).
+  /// libcurl's own default is 100, which caps a single provider connection.
+  public var maxStreamsPerConnection: Int
 
   public init(
     caFile: String? = nil, maxInFlight: Int = 1_024, maxInFlightBytes: Int = 16 << 20, maxResponseBytes: Int = 64 << 10,
-    connectTimeoutMs: Int = 5_000, maxConnectionsPerHost: Int = 8
+    connectTimeoutMs: Int = 5_000, maxConnectionsPerHost: Int = 8, maxStreamsPerConnection: Int = 100
   ) {
     self.caFile = caFile
     self.maxInFlight = maxInFlight
@@ -90,6 +106,7 @@ public struct HTTPClientSettings: Sendable {
     self.maxResponseBytes = maxResponseBytes
     self.connectTimeoutMs = connectTimeoutMs
     self.maxConnectionsPerHost = maxConnectionsPerHost
+    self.maxStreamsPerConnection = maxStreamsPerConnection
   }
 }
 

@@ -1,14 +1,17 @@
 import CLibCurl
 import RelayPrimitives
 
-/// One request inside libcurl: its easy handle, header list and error buffer (freed
-/// by `release()`), and the response as it arrives. libcurl's write and header
-/// callbacks reach it through an unretained pointer: the client's `transfers` table
-/// holds it for as long as the easy handle is in the multi handle.
+/// One request inside libcurl: its easy handle (lent by the client, handed back by
+/// `detach()`), header list and error buffer, and the response as it arrives.
+/// libcurl's write and header callbacks reach it through an unretained pointer: the
+/// client's `transfers` table holds it for as long as the easy handle is in the multi
+/// handle.
 final class Transfer {
   let easy: UnsafeMutableRawPointer
   let bodyBytes: Int
   private let maxResponseBytes: Int
+  /// `HTTPRequest.responseHeaders` (lower case); nil keeps every header.
+  private let wantedHeaders: [String]?
   private var completion: ((HTTPResult) -> Void)?
   private var headerList: UnsafeMutablePointer<curl_slist>?
   private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
@@ -19,11 +22,18 @@ final class Transfer {
   private var overflowed = false
   private let tally: TransferTally
 
-  init(request: HTTPRequest, maxResponseBytes: Int, tally: TransferTally, completion: @escaping (HTTPResult) -> Void) {
-    // curl_easy_init fails only without memory, and then nothing else would work either.
-    guard let easy = curl_easy_init() else { preconditionFailure("curl_easy_init failed") }
+  /// `easy` is fresh or was `curl_easy_reset` (no option of an earlier request left).
+  init(
+    easy: UnsafeMutableRawPointer, request: HTTPRequest, maxResponseBytes: Int, tally: TransferTally,
+    completion: @escaping (HTTPResult) -> Void
+  ) {
     self.easy = easy
     bodyBytes = request.body.count
+    if case .only(let names) = request.responseHeaders {
+      wantedHeaders = names
+    } else {
+      wantedHeaders = nil
+    }
     self.maxResponseBytes = maxResponseBytes
     self.completion = completion
     self.tally = tally
@@ -113,23 +123,29 @@ final class Transfer {
     for (name, value) in headers {
       // libcurl sends each entry as one C string on one line: a CR or LF would split
       // it, a NUL cut it short.
-      guard !name.isEmpty, !(name + value).unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" })
-      else { continue }
-      if name.lowercased() == "expect" { hasExpect = true }
+      let breaks: (UInt8) -> Bool = { $0 == 0x0D || $0 == 0x0A || $0 == 0 }
+      guard !name.isEmpty, !name.utf8.contains(where: breaks), !value.utf8.contains(where: breaks) else { continue }
+      if name.utf8.count == 6, name.lowercased() == "expect" { hasExpect = true }
       list = curl_slist_append(list, "\(name): \(value)")
     }
     if !hasExpect { list = curl_slist_append(list, "Expect:") }
     return list
   }
 
+  /// Frees the header list and hands the easy handle back (once; nil after) for the
+  /// client to reuse or free. The handle must be out of the multi handle.
+  func detach() -> UnsafeMutableRawPointer? {
+    guard !released else { return nil }
+    released = true
+    curl_slist_free_all(headerList)
+    headerList = nil
+    return easy
+  }
+
   /// Frees the easy handle and the header list. Idempotent; the handle must be out of
   /// the multi handle.
   func release() {
-    guard !released else { return }
-    released = true
-    curl_easy_cleanup(easy)
-    curl_slist_free_all(headerList)
-    headerList = nil
+    if let easy = detach() { curl_easy_cleanup(easy) }
   }
 
   /// Runs the completion once.
@@ -170,6 +186,11 @@ final class Transfer {
   /// One header line (libcurl passes them one at a time, CRLF included). A status
   /// line starts a new header block (an interim 1xx answer came first).
   fileprivate func headerLine(_ bytes: UnsafeRawBufferPointer) {
+    if let wantedHeaders, !bytes.starts(with: "HTTP/".utf8),
+      !wantedHeaders.contains(where: { Self.isHeader(bytes, named: $0) })
+    {
+      return
+    }
     var line = Substring(String(decoding: bytes, as: UTF8.self))
     while let last = line.last, last.isNewline { line = line.dropLast() }  // "\r\n" is one Character
     if line.hasPrefix("HTTP/") {
@@ -178,6 +199,16 @@ final class Transfer {
     }
     guard let colon = line.firstIndex(of: ":") else { return }
     headers.append((line[..<colon].trimmingSpaces(), line[line.index(after: colon)...].trimmingSpaces()))
+  }
+
+  /// Whether the header line starts with `name` (lower case) and a colon: field names
+  /// are case-insensitive (RFC 9110 §5.1) and carry no space before the colon (§5.1,
+  /// RFC 9112 §5.1).
+  private static func isHeader(_ line: UnsafeRawBufferPointer, named name: String) -> Bool {
+    let length = name.utf8.count
+    guard line.count > length, line[length] == UInt8(ascii: ":") else { return false }
+    for (i, byte) in name.utf8.enumerated() where byte != (line[i] | (line[i] &- 0x41 < 26 ? 0x20 : 0)) { return false }
+    return true
   }
 }
 

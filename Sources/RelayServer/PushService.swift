@@ -68,12 +68,15 @@ final class PushService {
     self.tokenGone = tokenGone
     self.observeSeconds = observeSeconds
     // One connection per provider host: APNs asks senders to keep one HTTP/2
-    // connection open rather than open one per push.
+    // connection open rather than open one per push; as many streams on it as
+    // requests may be in flight (the provider's SETTINGS_MAX_CONCURRENT_STREAMS,
+    // RFC 7540 §6.5.2, may lower that). A push reads one response header.
     http = try HTTPClient(
       loop: loop,
       settings: HTTPClientSettings(
         caFile: caFile, maxInFlight: settings.maxInFlight + 8, maxInFlightBytes: 64 << 20,
-        maxResponseBytes: 16 << 10, connectTimeoutMs: 5_000, maxConnectionsPerHost: 1))
+        maxResponseBytes: 16 << 10, connectTimeoutMs: 5_000, maxConnectionsPerHost: 1,
+        maxStreamsPerConnection: settings.maxInFlight))
     pumpTimer = EventLoop.Timer(loop: loop)
     if let apns = settings.apns {
       apnsToken = APNsProviderToken(keyId: apns.settings.keyId, teamId: apns.settings.teamId, maxAgeMs: apns.tokenMaxAgeMs)
@@ -164,7 +167,7 @@ final class PushService {
   private static func http(_ request: PushRequest, timeoutMs: Int) -> HTTPRequest {
     HTTPRequest(
       method: request.method, url: request.url, headers: request.headers.map { ($0.name, $0.value) }, body: request.body,
-      timeoutMs: timeoutMs, preferHTTP2: true)
+      timeoutMs: timeoutMs, preferHTTP2: true, responseHeaders: .only(["retry-after"]))
   }
 
   private func answered(_ pending: Pending, _ result: HTTPResult) {
