@@ -26,6 +26,11 @@ struct TurnClock {
   /// time when the turn ended. Later than that, the process did not run (stopped,
   /// starved of CPU) even though a timer was due.
   var pollDeadlineMs: Int64 = .max
+  /// How far the last wait overslept `pollDeadlineMs`, measured when the turn after
+  /// it ended. Carried into the next poll: a wait a stop signal interrupted (EINTR
+  /// after SIGCONT, `man 7 signal`) returns without reading, and the backlog is read
+  /// one turn later, after the deadline was set afresh.
+  var carriedLatenessMs: Int64 = 0
 }
 
 extension Loop {
@@ -47,8 +52,10 @@ extension Loop {
     turns.endedNs = nowNs
     turns.idleNs = idleNs
     turns.endedCpuNs = Self.threadCpuNs()
+    let loopNowMs = Int64(uv_now(rawLoop))
+    turns.carriedLatenessMs = turns.pollDeadlineMs == .max ? 0 : max(0, loopNowMs - turns.pollDeadlineMs)
     let timeout = uv_backend_timeout(rawLoop)
-    turns.pollDeadlineMs = timeout >= 0 ? Int64(uv_now(rawLoop)) + Int64(timeout) : .max
+    turns.pollDeadlineMs = timeout >= 0 ? loopNowMs + Int64(timeout) : .max
   }
 
   /// Busy time of the turn in progress so far, in nanoseconds (0 before the first
@@ -85,9 +92,10 @@ extension Loop {
 
   /// How long before `nowMs` what is read now may have arrived because the loop was
   /// not reading: the last turn's busy time, or how far the poll overslept its
-  /// deadline (the process was stopped or starved). 0 on a loop that keeps up.
+  /// deadline (the process was stopped or starved), now or in the wait before the
+  /// last turn (`carriedLatenessMs`). 0 on a loop that keeps up.
   public var readLatenessMs: Int64 {
     let overslept = turns.pollDeadlineMs == .max ? 0 : Int64(uv_now(rawLoop)) - turns.pollDeadlineMs
-    return max(0, max(Int64(turns.lastBusyNs / 1_000_000), overslept))
+    return max(0, Int64(turns.lastBusyNs / 1_000_000), overslept, turns.carriedLatenessMs)
   }
 }
