@@ -292,7 +292,22 @@ async def ringing() -> None:
         relay.stop()
 
 
+ATTACKS = {
+    "slow_reader": slow_reader, "identities": lambda: asyncio.run(identities()), "churn": lambda: asyncio.run(churn()),
+    "pile_up": pile_up, "join_storm": join_storm, "mass_death": mass_death,
+    "stall_canary": lambda: asyncio.run(stall_canary()), "ringing": lambda: asyncio.run(ringing()),
+}
+
+
 def main() -> None:
+    # `abuse.py ATTACK…` runs only those and prints their rows; no argument runs all
+    # and writes the results file.
+    if len(sys.argv) > 1:
+        for name in sys.argv[1:]:
+            ATTACKS[name]()
+        for a, before, m, b in rows:
+            print(f"| {a} | {before} | {m} | {b} |")
+        return
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     slow_reader()
     asyncio.run(identities())

@@ -91,11 +91,18 @@ def canary(port: int, results, stop, ready) -> None:
             await c.recv_type("session.joined")
         ready.set()
         latencies, refused, sent_at = [], 0, {}
+        # Until the relay handled it: the message event's `ts` (the relay's wall clock,
+        # the same host's) minus the wall time of sending; splits a slow answer into
+        # waiting to be read and waiting to be written.
+        sent_wall, handled = {}, []
+        uid_of = {id(a): "canary-a", id(b): "canary-b"}
 
         async def receive(c):
             nonlocal refused
             async for raw in c.ws:
                 m = json.loads(raw)
+                if m.get("type") == "message" and f"m{m.get('data')}" in sent_wall and m.get("from") == uid_of[id(c)]:
+                    handled.append(m["ts"] / 1000 - sent_wall.pop(f"m{m['data']}"))
                 if m.get("re") in sent_at:
                     latencies.append(time.monotonic() - sent_at.pop(m["re"]))
                     refused += m["type"] == "error"
@@ -104,7 +111,7 @@ def canary(port: int, results, stop, ready) -> None:
         n = 0
         while not stop.is_set():
             for c in (a, b):
-                sent_at[f"m{n}"] = time.monotonic()
+                sent_at[f"m{n}"], sent_wall[f"m{n}"] = time.monotonic(), time.time()
                 await c.send({"type": "message.send", "id": f"m{n}", "session": "canary", "data": n})
                 n += 1
             await asyncio.sleep(0.1)
@@ -113,7 +120,7 @@ def canary(port: int, results, stop, ready) -> None:
             await asyncio.sleep(0.05)
         for r in readers:
             r.cancel()
-        results.put(("canary", latencies, refused, len(sent_at), n))
+        results.put(("canary", latencies, refused, len(sent_at), n, handled))
 
     asyncio.run(run())
 
@@ -172,10 +179,12 @@ class Watch:
 
     @staticmethod
     def text(got: dict) -> str:
-        latencies, refused, unanswered, sent = got["canary"]
+        latencies, refused, unanswered, sent, handled = got["canary"]
         ms = [x * 1000 for x in latencies]
+        read_ms = [x * 1000 for x in handled]
         parts = [f"canary p50 {pct(ms, .5):.1f} ms / p99 {pct(ms, .99):.0f} ms / max {max(ms, default=0):.0f} ms, "
-                 f"refused {refused} and unanswered {unanswered} of {sent}"]
+                 f"refused {refused} and unanswered {unanswered} of {sent} "
+                 f"(until handled: p50 {pct(read_ms, .5):.1f} / max {max(read_ms, default=0):.0f} ms)"]
         for path, seen in got["probe"][0].items():
             slow = sum(1 for x in seen if x > 0.1)
             parts.append(f"{path} max {max(seen, default=0) * 1000:.0f} ms ({slow} of {len(seen)} over 100 ms)")

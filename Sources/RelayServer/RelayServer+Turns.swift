@@ -18,20 +18,23 @@ import EventLoop
 /// One lane of kept reads, handed back oldest and newest in turn: the oldest so
 /// none waits for ever, the newest so a client that sent one message after a flood
 /// of others (a canary after a thousand re-joins) waits behind two reads, not the flood.
-struct ReadLane {
-  var queue: [(conn: ServerConnection, bytes: [UInt8], atMs: UInt64)] = []
-  var head = 0
-  var newestNext = false
+struct ReadLane<Entry> {
+  /// Popped from the front: nil, so a handed-back read's bytes are freed at once.
+  private var queue: [Entry?] = []
+  private var head = 0
+  private var newestNext = false
 
   var isEmpty: Bool { head == queue.count }
 
-  mutating func pop() -> (conn: ServerConnection, bytes: [UInt8], atMs: UInt64) {
-    let entry: (conn: ServerConnection, bytes: [UInt8], atMs: UInt64)
+  mutating func append(_ entry: Entry) { queue.append(entry) }
+
+  mutating func pop() -> Entry {
+    let entry: Entry
     if newestNext {
-      entry = queue.removeLast()
+      entry = queue.removeLast()!
     } else {
-      entry = queue[head]
-      queue[head] = (entry.conn, [], entry.atMs)
+      entry = queue[head]!
+      queue[head] = nil
       head += 1
     }
     newestNext.toggle()
@@ -43,16 +46,41 @@ struct ReadLane {
   }
 }
 
-/// Reads kept for a later turn, in three lanes: plain HTTP requests first (/metrics,
-/// /readyz, the admin API: one cheap answer each, and a probe that times out gets a
-/// healthy relay restarted), then clients already speaking WebSocket, then new
-/// connections asking for the upgrade: a storm of new connections (each upgrade
-/// carrying its hello and join) waits behind the clients already there, not the
-/// other way round. Within a lane, oldest and newest in turn (ReadLane).
+/// Kept reads in three lanes: plain HTTP requests first (/metrics, /readyz, the
+/// admin API: one cheap answer each, and a probe that times out gets a healthy relay
+/// restarted), then clients already speaking WebSocket, then new connections asking
+/// for the upgrade: a storm of new connections (each upgrade carrying its hello and
+/// join) waits behind the clients already there, not the other way round.
+struct ReadLanes<Entry> {
+  enum Lane { case http, established, arriving }
+  private var http = ReadLane<Entry>()
+  private var established = ReadLane<Entry>()
+  private var arriving = ReadLane<Entry>()
+
+  var isEmpty: Bool { http.isEmpty && established.isEmpty && arriving.isEmpty }
+
+  mutating func append(_ entry: Entry, to lane: Lane) {
+    switch lane {
+    case .http: http.append(entry)
+    case .established: established.append(entry)
+    case .arriving: arriving.append(entry)
+    }
+  }
+
+  /// The next read to hand back; the lanes must not all be empty.
+  mutating func pop() -> Entry {
+    if !http.isEmpty { return http.pop() }
+    return established.isEmpty ? arriving.pop() : established.pop()
+  }
+}
+
+/// A read kept for a later turn: whose, its bytes, and when it was read.
+typealias KeptRead = (conn: ServerConnection, bytes: [UInt8], atMs: UInt64)
+
+/// Reads kept for a later turn (ReadLanes), their bytes, and the timer that hands
+/// them back.
 final class DeferredReads {
-  var http = ReadLane()
-  var established = ReadLane()
-  var arriving = ReadLane()
+  var lanes = ReadLanes<KeptRead>()
   var bytes = 0
   var deferred: UInt64 = 0
   var timer: EventLoop.Timer?
@@ -60,12 +88,9 @@ final class DeferredReads {
   /// messages as having arrived then, RateWindow.tryAcquire(lateMs:)).
   var waitedMs: Int64 = 0
 
-  var isEmpty: Bool { http.isEmpty && established.isEmpty && arriving.isEmpty }
+  var isEmpty: Bool { lanes.isEmpty }
 
-  func pop() -> (conn: ServerConnection, bytes: [UInt8], atMs: UInt64) {
-    if !http.isEmpty { return http.pop() }
-    return established.isEmpty ? arriving.pop() : established.pop()
-  }
+  func pop() -> KeptRead { lanes.pop() }
 }
 
 extension RelayServer {
@@ -82,13 +107,8 @@ extension RelayServer {
     conn.transport.stopReading()
     conn.hasKeptRead = true
     let entry = (conn, Array(bytes), loop.nowMs)
-    if conn.isWebSocket {
-      deferredReads.established.queue.append(entry)
-    } else if Self.startsUpgrade(bytes) {
-      deferredReads.arriving.queue.append(entry)
-    } else {
-      deferredReads.http.queue.append(entry)
-    }
+    let lane: ReadLanes<KeptRead>.Lane = conn.isWebSocket ? .established : Self.startsUpgrade(bytes) ? .arriving : .http
+    deferredReads.lanes.append(entry, to: lane)
     deferredReads.bytes += bytes.count
     deferredReads.deferred &+= 1
     armDeferredReads()
