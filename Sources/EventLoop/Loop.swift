@@ -305,7 +305,8 @@ private func idleCallback(_: UnsafeMutablePointer<uv_idle_t>?) {}
 /// The `uv_check_cb` of the cork.
 private func checkFlushCallback(_ handle: UnsafeMutablePointer<uv_check_t>?) {
   guard let handle else { return }
-  unretainedOwner(handle.pointee.loop.pointee.data, as: Loop.self).flushDirtyConnections()
+  let loop = unretainedOwner(handle.pointee.loop.pointee.data, as: Loop.self)
+  if loop.flushBudgetNs > 0 { loop.flushUrgentConnections() } else { loop.flushDirtyConnections() }
 }
 
 extension Loop {
@@ -313,9 +314,13 @@ extension Loop {
   /// dirtied during the pass are flushed in the same pass. Past `flushBudgetNs` the
   /// rest wait for the next pass, still first in line (round robin: the pass after
   /// begins where this one stopped).
+  func flushUrgentConnections() {
+    while !urgentConnections.isEmpty { urgentConnections.removeFirst().flushPending() }
+  }
+
   func flushDirtyConnections() {
     guard !dirtyConnections.isEmpty else { return }
-    while !urgentConnections.isEmpty { urgentConnections.removeFirst().flushPending() }
+    flushUrgentConnections()
     let budget = flushBudgetNs
     let started = budget > 0 ? Self.threadCpuNs() : 0
     var flushed = 0

@@ -14,6 +14,7 @@
 // The same keeping is the cluster's backpressure: while the input log is backed up
 // (InputLog.isBackedUp) every read is kept, and the kept ones wait for it to drain.
 import EventLoop
+import RelayCore
 
 /// One lane of kept reads, handed back oldest and newest in turn: the oldest so
 /// none waits for ever, the newest so a client that sent one message after a flood
@@ -46,31 +47,59 @@ struct ReadLane<Entry> {
   }
 }
 
-/// Kept reads in three lanes: plain HTTP requests first (/metrics, /readyz, the
-/// admin API: one cheap answer each, and a probe that times out gets a healthy relay
+/// Kept reads in lanes: plain HTTP requests first (/metrics, /readyz, the admin API:
+/// one cheap answer each, and a probe that times out gets a healthy relay
 /// restarted), then clients already speaking WebSocket, then new connections asking
 /// for the upgrade: a storm of new connections (each upgrade carrying its hello and
 /// join) waits behind the clients already there, not the other way round.
+///
+/// Clients already there are split by what their last read cost: light (a message
+/// to a small session) and heavy (a join into a big room, a fan-out to it). The two
+/// share the loop's time equally, whatever their numbers: a thousand members
+/// re-joining a big room at once cannot make a client of another session wait
+/// behind their work, only beside it (fair queueing by cost, as deficit round robin
+/// does with packet sizes).
 struct ReadLanes<Entry> {
-  enum Lane { case http, established, arriving }
+  enum Lane { case http, light, heavy, arriving }
   private var http = ReadLane<Entry>()
-  private var established = ReadLane<Entry>()
+  private var light = ReadLane<Entry>()
+  private var heavy = ReadLane<Entry>()
   private var arriving = ReadLane<Entry>()
+  /// Time spent on each established lane. An empty lane keeps no credit: its count
+  /// follows the other's, so a lane that was alone does not make the other wait
+  /// for what it spent meanwhile.
+  private var lightSpentNs: UInt64 = 0
+  private var heavySpentNs: UInt64 = 0
 
-  var isEmpty: Bool { http.isEmpty && established.isEmpty && arriving.isEmpty }
+  var isEmpty: Bool { http.isEmpty && light.isEmpty && heavy.isEmpty && arriving.isEmpty }
 
   mutating func append(_ entry: Entry, to lane: Lane) {
     switch lane {
     case .http: http.append(entry)
-    case .established: established.append(entry)
+    case .light: light.append(entry)
+    case .heavy: heavy.append(entry)
     case .arriving: arriving.append(entry)
     }
   }
 
-  /// The next read to hand back; the lanes must not all be empty.
-  mutating func pop() -> Entry {
-    if !http.isEmpty { return http.pop() }
-    return established.isEmpty ? arriving.pop() : established.pop()
+  /// The next read to hand back and its lane; the lanes must not all be empty.
+  /// Report what handling it cost with `charge`.
+  mutating func pop() -> (entry: Entry, lane: Lane) {
+    if !http.isEmpty { return (http.pop(), .http) }
+    if light.isEmpty { lightSpentNs = heavySpentNs }
+    if heavy.isEmpty { heavySpentNs = lightSpentNs }
+    if light.isEmpty, heavy.isEmpty { return (arriving.pop(), .arriving) }
+    if heavy.isEmpty || (!light.isEmpty && lightSpentNs <= heavySpentNs) { return (light.pop(), .light) }
+    return (heavy.pop(), .heavy)
+  }
+
+  /// What handing back a read of `lane` cost.
+  mutating func charge(_ lane: Lane, _ ns: UInt64) {
+    switch lane {
+    case .light: lightSpentNs &+= ns
+    case .heavy: heavySpentNs &+= ns
+    case .http, .arriving: break
+    }
   }
 }
 
@@ -89,11 +118,25 @@ final class DeferredReads {
   var waitedMs: Int64 = 0
 
   var isEmpty: Bool { lanes.isEmpty }
-
-  func pop() -> KeptRead { lanes.pop() }
 }
 
 extension RelayServer {
+  /// A read that cost the loop more than this (wall time) makes its connection's
+  /// next kept read wait in the heavy lane (ReadLanes): well above a message to a
+  /// small session, below a join into a room of hundreds.
+  static let heavyReadNs: UInt64 = 250_000
+
+  /// A member of a session this big is heavy whatever its last read cost: its next
+  /// message, leave or join reaches them all.
+  static let heavyAudience = 100
+
+  /// Whether `conn`'s kept read goes to the heavy lane: its last read was heavy, or
+  /// it is a member of a big room (its last read may have been a cheap one, or a
+  /// join while the room was still small).
+  func readsHeavy(_ conn: ServerConnection) -> Bool {
+    conn.readsHeavy || core.audience(of: inputs.connectionID(local: conn.id.raw)) > Self.heavyAudience
+  }
+
   /// Whether a read arriving now waits for a later turn (`readDeferred` then keeps it).
   func shouldDeferRead() -> Bool {
     guard deferredReads.bytes < config.maxDeferredReadBytes else { return false }
@@ -107,7 +150,8 @@ extension RelayServer {
     conn.transport.stopReading()
     conn.hasKeptRead = true
     let entry = (conn, Array(bytes), loop.nowMs)
-    let lane: ReadLanes<KeptRead>.Lane = conn.isWebSocket ? .established : Self.startsUpgrade(bytes) ? .arriving : .http
+    let lane: ReadLanes<KeptRead>.Lane =
+      conn.isWebSocket ? (readsHeavy(conn) ? .heavy : .light) : Self.startsUpgrade(bytes) ? .arriving : .http
     deferredReads.lanes.append(entry, to: lane)
     deferredReads.bytes += bytes.count
     deferredReads.deferred &+= 1
@@ -136,13 +180,15 @@ extension RelayServer {
   func handleDeferredReads() {
     let budgetNs = UInt64(max(1, config.turnReadBudgetMs)) * 1_000_000
     while !deferredReads.isEmpty, !inputs.isBackedUp {
-      let (conn, bytes, atMs) = deferredReads.pop()
+      let ((conn, bytes, atMs), lane) = deferredReads.lanes.pop()
       deferredReads.bytes -= bytes.count
       conn.hasKeptRead = false
       if !conn.transport.isClosed {
         var copy = bytes
         deferredReads.waitedMs = Int64(loop.nowMs &- atMs)
-        copy.withUnsafeMutableBytes { conn.handleRead($0) }
+        let started = Loop.hrtimeNs()
+        copy.withUnsafeMutableBytes { conn.handleMeasuredRead($0) }
+        deferredReads.lanes.charge(lane, Loop.hrtimeNs() &- started)
         deferredReads.waitedMs = 0
         if !conn.transport.isClosed { conn.transport.startReading() }
       }

@@ -103,6 +103,9 @@ final class ServerConnection: TCPConnectionDelegate {
   /// A read of it waits for a later turn (RelayServer+Turns.swift): its bytes came in
   /// time, so the head deadline does not cut it meanwhile.
   var hasKeptRead = false
+  /// Its last read cost the loop more than `RelayServer.heavyReadNs` (a join into a
+  /// big room, a fan-out): its next kept read waits in the heavy lane (ReadLanes).
+  var readsHeavy = false
   private(set) var state: ConnectionState
   /// The WebSocket codec, used in the WebSocket states. Held inline and mutated in
   /// place: moving it in and out of `state` copied it on every read.
@@ -193,7 +196,16 @@ final class ServerConnection: TCPConnectionDelegate {
   /// turn's read budget they wait for a later turn (RelayServer+Turns.swift).
   func didRead(_ bytes: UnsafeMutableRawBufferPointer) {
     if server.shouldDeferRead() { return server.readDeferred(self, bytes) }
+    handleMeasuredRead(bytes)
+  }
+
+  /// `handleRead`, noting whether the read was heavy. Wall time (a vDSO clock read):
+  /// a read is microseconds to milliseconds, rarely interrupted; a preemption that
+  /// makes a light read look heavy costs one read's place in the lanes.
+  func handleMeasuredRead(_ bytes: UnsafeMutableRawBufferPointer) {
+    let started = Loop.hrtimeNs()
     handleRead(bytes)
+    readsHeavy = Loop.hrtimeNs() &- started > RelayServer.heavyReadNs
   }
 
   /// `didRead` now, whatever the budget.

@@ -26,13 +26,57 @@ import Testing
   @Test func httpThenEstablishedThenArriving() {
     var lanes = ReadLanes<String>()
     lanes.append("upgrade 1", to: .arriving)
-    lanes.append("client 1", to: .established)
+    lanes.append("client 1", to: .light)
     lanes.append("upgrade 2", to: .arriving)
     lanes.append("/metrics", to: .http)
-    lanes.append("client 2", to: .established)
+    lanes.append("member 1", to: .heavy)
     var order: [String] = []
-    while !lanes.isEmpty { order.append(lanes.pop()) }
-    #expect(order == ["/metrics", "client 1", "client 2", "upgrade 1", "upgrade 2"])
+    while !lanes.isEmpty { order.append(lanes.pop().entry) }
+    #expect(order == ["/metrics", "client 1", "member 1", "upgrade 1", "upgrade 2"])
+  }
+
+  /// A thousand heavy reads (1 ms each) and a light client that sends a read (20 µs)
+  /// whenever its last one was handed back: the light one waits behind one heavy
+  /// read at most, while the heavy lane still gets about half the time.
+  @Test func aLightClientWaitsBesideAHeavyFloodNotBehindIt() {
+    var lanes = ReadLanes<String>()
+    for n in 0..<1_000 { lanes.append("member \(n)", to: .heavy) }
+    lanes.append("canary", to: .light)
+    var heavyBetween = 0
+    var longestWait = 0
+    var heavyServed = 0
+    while heavyServed < 500 {
+      let (entry, lane) = lanes.pop()
+      if entry == "canary" {
+        longestWait = max(longestWait, heavyBetween)
+        heavyBetween = 0
+        lanes.charge(lane, 20_000)
+        lanes.append("canary", to: .light)
+      } else {
+        heavyBetween += 1
+        heavyServed += 1
+        lanes.charge(lane, 1_000_000)
+      }
+    }
+    #expect(longestWait <= 1)
+  }
+
+  /// Equal shares by time, not by count: two lanes of equally heavy reads alternate,
+  /// and a lane that ran alone for a while has no debt when the other fills.
+  @Test func aLaneAloneBuildsNoCredit() {
+    var lanes = ReadLanes<String>()
+    for n in 0..<100 {
+      lanes.append("light \(n)", to: .light)
+      let (_, lane) = lanes.pop()
+      lanes.charge(lane, 1_000_000)
+    }
+    lanes.append("heavy", to: .heavy)
+    lanes.append("light", to: .light)
+    lanes.append("light again", to: .light)
+    let first = lanes.pop()
+    lanes.charge(first.lane, 1_000_000)
+    let second = lanes.pop()
+    #expect(Set([first.entry, second.entry]) == ["heavy", "light"])
   }
 
   @Test func aLaneEmptiedAndRefilledStartsAfresh() {
