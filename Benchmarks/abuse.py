@@ -331,7 +331,11 @@ def main() -> None:
         *[f"| {a} | {before} | {m} | {b} |" for a, before, m, b in rows],
         "",
     ]
-    out.write_text("\n".join(lines))
+    # The sections after the table are written by hand (how a figure was found):
+    # kept as they are.
+    kept = out.read_text() if out.exists() else ""
+    notes = kept[kept.index("\n## "):] if "\n## " in kept else ""
+    out.write_text("\n".join(lines) + notes)
     print(f"wrote {out}")
 
 
