@@ -20,6 +20,7 @@ extension RelayCore {
       connection.acceptsPresenceDiff = true
       presenceDiffCapable += 1
     }
+    connection.goingAwayIsLost = hello.capabilities.contains(Capability.resumeAfterUnload)
     userConnections.append(connection)
     let resumed = resumeHeldState(hello.resume, request)  // §8, before `welcome`
     sendWelcome(request, publicId: publicId, resumeToken: resumeToken, resumed: resumed, offered: hello.capabilities)
@@ -106,6 +107,7 @@ extension RelayCore {
         w.key("capabilities")
         w.beginArray()
         if offered.contains(Capability.presenceDiff) { w.string(Capability.presenceDiff) }
+        if offered.contains(Capability.resumeAfterUnload) { w.string(Capability.resumeAfterUnload) }
         w.endArray()
       }
     }

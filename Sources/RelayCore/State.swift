@@ -292,6 +292,8 @@ final class Connection {
   var joinWindow = RateWindow()
   /// §4 `hello.capabilities` offered `presence.diff` (§5.6).
   var acceptsPresenceDiff = false
+  /// §4 `hello.capabilities` offered `resume.after_unload` (§5).
+  var goingAwayIsLost = false
 
   init(id: ConnectionID, at: Instant) {
     self.id = id

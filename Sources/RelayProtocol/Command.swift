@@ -39,6 +39,10 @@ public struct Hello: Sendable, Equatable {
 public enum Capability {
   /// §5.6: membership events of one session coalesced into `participants.diff`.
   public static let presenceDiff = "presence.diff"
+  /// §5: a close frame with 1001 (going away: a page unloading or reloading, RFC 6455
+  /// §7.4.1) leaves this connection's participant lost, not left, so the page that
+  /// loads next resumes within grace.
+  public static let resumeAfterUnload = "resume.after_unload"
 }
 
 /// `call.initiate.callType` (§9).

@@ -251,6 +251,12 @@ public final class RelayServer {
     if draining, !stopped, websocketCount == 0 { finishDrain(force: false) }
   }
 
+  /// protocol/ §5 `resume.after_unload`: the peer's close with `code` leaves the
+  /// participant lost (the core knows what the connection offered in its hello).
+  func closeLeavesLost(_ conn: ServerConnection, peerCode code: UInt16) -> Bool {
+    core.closeLeavesLost(inputs.connectionID(local: conn.id.raw), peerCode: code)
+  }
+
   /// The socket is gone. `wasCounted`: it was still an open WebSocket. `coreClean`
   /// is non-nil for a relay socket the core knows: whether it ended cleanly.
   func connectionClosed(_ conn: ServerConnection, wasCounted: Bool, coreClean: Bool?) {

@@ -388,10 +388,11 @@ final class ServerConnection: TCPConnectionDelegate {
       }
     case .ping, .pong:
       if endpoint == .relay, isWebSocket { server.inputs.alive(self) }
-    case .closed:
+    case .closed(let code, _, let byPeer):
       // RFC 6455 §7.1.1: the closing handshake is done and the server closes TCP
-      // first, after the close reply queued above.
-      if isWebSocket { end(endpoint, clean: true) }
+      // first, after the close reply queued above. A page unloading is not a leave
+      // for a client that resumes after it (protocol/ §5, `resume.after_unload`).
+      if isWebSocket { end(endpoint, clean: !(byPeer && endpoint == .relay && server.closeLeavesLost(self, peerCode: code))) }
       transport.shutdown()
     }
   }
