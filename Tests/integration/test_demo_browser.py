@@ -285,3 +285,43 @@ def test_keyboard_only(relay_factory, windows):
     w.wait(lambda d: toggle.get_attribute("aria-pressed") == "false", "lowered by Enter")
     assert w.driver.switch_to.active_element.get_attribute("id") == "hand-toggle"
     w.shot("lowered")
+
+
+# Chromium closes a page's WebSockets with a close frame (1001, going away) when the
+# page unloads, and the relay ends a cleanly closed participant at once (§5.3, §8):
+# the reloaded tab finds its place gone and rejoins. The client side is complete (the
+# place is stored, `hello.resume` is sent, the rejoin is the §9 fallback); the relay
+# must hold a connection that closes with 1001 as lost for this to pass. Strict: it
+# fails loudly once the relay does, so the marker is removed then.
+@pytest.mark.xfail(strict=True, reason="the relay treats the browser's unload close (1001) as a clean leave")
+def test_reload_keeps_the_raised_hand_place(relay_factory, windows):
+    """A reloaded tab resumes its place (the client's sessionStorage record, §9): its
+    hand keeps its position in the queue and the others never see it leave."""
+    relay = relay_factory("--grace", "30000")
+    a, b = windows("alice"), windows("bob")
+    a.join(relay.http, "room", "Alice")
+    b.join(relay.http, "room", "Bob")
+    a.wait_status("bob", "connected")
+    b.driver.find_element(By.ID, "hand-toggle").click()
+    a.wait(lambda d: hands_of(a) == ["bob"], "bob first in the queue")
+    a.driver.find_element(By.ID, "hand-toggle").click()
+    b.wait(lambda d: hands_of(b) == ["bob", "alice"], "alice second")
+    b.shot("before-reload")
+
+    b.driver.refresh()
+    b.wait(lambda d: d.find_element(By.ID, "room").is_displayed(), "back in the room without the form")
+    b.wait_announced("Back in your place")
+    b.wait(lambda d: hands_of(b) == ["bob", "alice"], "the queue as before the reload")
+    b.wait(lambda d: d.find_element(By.ID, "hand-toggle").get_attribute("aria-pressed") == "true", "own hand up")
+    b.shot("after-reload")
+    a.wait_status("bob", "restored")
+    assert hands_of(a) == ["bob", "alice"], "bob kept the first place"
+    assert "Bob left" not in a.text("announcer")
+    a.shot("bob-restored")
+
+    # Leave is deliberate: the place is forgotten, and a reload shows the form.
+    b.driver.find_element(By.ID, "leave").click()
+    a.wait_announced("Bob left")
+    b.driver.refresh()
+    b.wait(lambda d: d.find_element(By.ID, "join").is_displayed(), "the join form after leave + reload")
+    assert hands_of(a) == ["alice"]
