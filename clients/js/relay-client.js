@@ -461,10 +461,9 @@ export class RelayClient extends EventTarget {
   }
 
   /** Writes the place now (one async write at a time; a change meanwhile writes once more). */
-  #persistNow() {
+  #persistNow(store = this.#store) {
     clearTimeout(this.#persistTimer);
     this.#persistTimer = null;
-    const store = this.#store;
     if (!store || !this.#resumeToken) return Promise.resolve();
     if (this.#writing) { this.#writeAgain = true; return this.#writing; }
     let result;
@@ -472,7 +471,8 @@ export class RelayClient extends EventTarget {
     if (!result || typeof result.then !== 'function') return Promise.resolve();
     this.#writing = result.catch(() => {}).then(() => {
       this.#writing = null;
-      if (this.#writeAgain) { this.#writeAgain = false; return this.#persistNow(); }
+      // The store the chain began with: suspend() detaches it, yet its last write must land.
+      if (this.#writeAgain) { this.#writeAgain = false; return this.#persistNow(store); }
     });
     return this.#writing;
   }

@@ -195,3 +195,24 @@ test('replaced (4509) forgets the place; persist: true needs sessionStorage', { 
   assert.throws(() => new RelayClient({ url: 'ws://x', dev: { uid: 'a', name: 'A' }, WebSocket, persist: true }), TypeError);
   assert.throws(() => new RelayClient({ url: 'ws://x', dev: { uid: 'a', name: 'A' }, WebSocket, persist: { get() {} } }), TypeError);
 });
+
+test('suspend() during an async write in flight still stores the latest place', { timeout: 10000 }, async () => {
+  const server = fakeRelay();
+  const map = new Map();
+  const gates = [];
+  // Every write is held until the test lets it finish: one write in flight at a time.
+  const store = { get: (k) => map.get(k) ?? null, set: (k, v) => { map.set(k, v); return new Promise((r) => gates.push(r)); }, remove: (k) => { map.delete(k); } };
+  const c = fakeClient(server, store);
+  await c.connect();
+  await c.joinSession('room');
+  server.last().push({ type: 'message', session: 'room', seq: 2, ts: 2, from: 'x', data: 2 });
+  assert.equal(gates.length, 1, 'the token write holds the later ones back');
+  assert.deepEqual(JSON.parse(map.get('relay.resume')).sessions, []);
+  const done = c.suspend();
+  opened.delete(c);
+  gates.shift()();
+  while (gates.length === 0) await new Promise((r) => setTimeout(r, 1));
+  gates.shift()();
+  await done;
+  assert.deepEqual(JSON.parse(map.get('relay.resume')).sessions.map((s) => [s.session, s.seq]), [['room', 2]]);
+});
