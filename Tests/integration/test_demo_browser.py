@@ -319,9 +319,29 @@ def test_reload_keeps_the_raised_hand_place(relay_factory, windows):
     assert "Bob left" not in a.text("announcer")
     a.shot("bob-restored")
 
-    # Leave is deliberate: the place is forgotten, and a reload shows the form.
-    b.driver.find_element(By.ID, "leave").click()
-    a.wait_announced("Bob left")
+
+def test_reload_enters_the_room_again_and_leave_forgets_it(relay_factory, windows):
+    """The demo keeps its identity and session in sessionStorage beside the client's
+    record: a reload goes straight back into the room (resumed or, as today after
+    the browser's clean close, rejoined); Leave forgets both."""
+    relay = relay_factory()
+    a, b = windows("alice"), windows("bob")
+    a.join(relay.http, "room", "Alice")
+    b.join(relay.http, "room", "Bob")
+    a.wait_status("bob", "connected")
+
     b.driver.refresh()
-    b.wait(lambda d: d.find_element(By.ID, "join").is_displayed(), "the join form after leave + reload")
-    assert hands_of(a) == ["alice"]
+    b.wait(lambda d: d.find_element(By.ID, "room").is_displayed(), "back in the room without the form")
+    assert b.driver.find_element(By.ID, "join").is_displayed() is False
+    b.wait_status("alice", "connected")
+    b.wait(lambda d: b.status_of("bob") == "connected", "bob listed as himself")
+    a.wait(lambda d: a.status_of("bob") in ("connected", "restored"), "bob back for alice")
+    b.shot("reloaded")
+
+    b.driver.find_element(By.ID, "leave").click()
+    a.wait(lambda d: a.status_of("bob") is None, "bob gone for alice")
+    assert b.driver.execute_script("return sessionStorage.getItem('relay.resume')") is None
+    b.driver.refresh()
+    b.wait(lambda d: d.find_element(By.ID, "join").is_displayed(), "the join form after Leave and a reload")
+    assert not b.driver.find_element(By.ID, "room").is_displayed()
+    a.shot("after-leave")

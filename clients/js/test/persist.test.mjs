@@ -44,7 +44,7 @@ async function joinedWithHand(url, uid, id, extra) {
 const handsOf = (c, id) => c.session(id).hands.map((h) => h.uid);
 
 for (const async of [false, true]) {
-  test(`a reloaded client resumes its place, with exact replay (${async ? 'async' : 'sync'} storage)`, live, async () => {
+  test(`a reloaded client resumes its place and its ringing call, with exact replay (${async ? 'async' : 'sync'} storage)`, live, async () => {
     const id = room();
     const store = memoryStore({ async });
     const alice = await joinedWithHand(RELAY_URL, 'alice', id);
@@ -62,6 +62,7 @@ for (const async of [false, true]) {
     await lost;
     await alice.sendMessage(id, { n: 1 });
     await alice.sendMessage(id, { n: 2 });
+    const { callId } = await alice.initiateCall('bob', 'audio');
 
     const again = client(RELAY_URL, 'bob', { persist: store });
     const replayed = [];
@@ -69,11 +70,13 @@ for (const async of [false, true]) {
     const restoredForAlice = nextEvent(alice, 'participantrestored', (d) => d.uid === 'bob');
     const resumed = nextEvent(again, 'sessionresumed', (d) => d.session === id);
     const restored = nextEvent(again, 'connectionrestored');
+    const ringing = nextEvent(again, 'incomingcall', (d) => d.callId === callId);
     const welcome = await again.connect();
     assert.equal(welcome.resumed, true, 'the stored token resumed (§9)');
     assert.deepEqual(await restored, { resumed: true, fromStorage: true });
     await resumed;
     await restoredForAlice;
+    assert.equal((await ringing).from.uid, 'alice', 'the call that rang while it was gone (§4)');
 
     assert.deepEqual(handsOf(again, id), ['alice', 'bob', 'carol'], 'the hand kept its place');
     assert.deepEqual(again.sessionIds, [id]);
