@@ -96,6 +96,46 @@ enum RelaunchChild {
     alice.disconnect()
   }
 
+  @Test("suspend(): lost, not left; a new client on the same file resumes; disconnect() removes it")
+  func suspendThenResume() async throws {
+    let relay = try RelayProcess(["--grace", "30000"])
+    let file = FileManager.default.temporaryDirectory.appendingPathComponent("suspend-\(getpid())-\(relay.port).json")
+    defer { try? FileManager.default.removeItem(at: file) }
+    var options = RelayClientOptions()
+    options.persistence = .file(file)
+    options.device = .none
+    let (alice, ra) = makeClient(relay, dev("alice"))
+    try await alice.connect()
+    try await alice.joinSession(sessionID: "room")
+    let bob = RelayClient(url: relay.url, auth: dev("bob"), options: options)
+    try await bob.connect()
+    #expect(!bob.state.resumed)
+    try await bob.joinSession(sessionID: "room")
+    try await bob.raiseHand(sessionID: "room")
+    try await alice.raiseHand(sessionID: "room")
+    await ra.wait(10, "two hands") { _ in alice.state.raisedHands(in: "room").count == 2 }
+    bob.suspend()
+    await ra.wait(for: "participantLost room bob")
+    #expect(FileManager.default.fileExists(atPath: file.path))
+
+    let again = RelayClient(url: relay.url, auth: dev("bob"), options: options)
+    try await again.connect()
+    #expect(again.state.resumed)
+    await ra.wait(for: "participantRestored room bob")
+    // The replay (events after the stored seq) follows `welcome`: wait for it.
+    await ra.wait(10, "bob's view replayed") { _ in
+      again.state.participants(in: "room").first { $0.uid == "bob" }?.status == .connected
+        && again.state.raisedHands(in: "room").count == 2
+    }
+    #expect(again.state.raisedHands(in: "room").map(\.uid) == ["bob", "alice"])
+    #expect(!ra.all.contains("participantLeft room bob left"))
+    again.disconnect()
+    await ra.wait(for: "participantLeft room bob left")
+    await RelaunchChild.waitUntil { !FileManager.default.fileExists(atPath: file.path) }
+    #expect(!FileManager.default.fileExists(atPath: file.path))
+    alice.disconnect()
+  }
+
   /// Runs this test binary's child test with `step`; fails unless it exits 0.
   private func runChild(_ step: String, relay: RelayProcess, dir: URL) throws {
     let child = Process()
