@@ -383,7 +383,10 @@ export class RelayClient extends EventTarget {
     if (this.#state === 'closed') return;
     this.#setState('closed');
     if (this.#onVisibility) document.removeEventListener('visibilitychange', this.#onVisibility);
-    if (this.#onPageHide) globalThis.removeEventListener('pagehide', this.#onPageHide);
+    if (this.#onPageHide) {
+      globalThis.removeEventListener('pagehide', this.#onPageHide);
+      document.removeEventListener('visibilitychange', this.#onPageHide);
+    }
     this.#onVisibility = this.#onPageHide = null;
     const err = new RelayError('connection_lost', `closed (${code}${reason ? `: ${reason}` : ''})`);
     for (const w of this.#waiters) w.reject(err);
@@ -424,11 +427,13 @@ export class RelayClient extends EventTarget {
 
   // MARK: persistence
 
-  /** A page being unloaded writes its place now: the coalescing timer would never fire. */
+  /** A page being unloaded (or hidden: mobile browsers may discard a hidden tab without
+   * `pagehide`) writes its place now: the coalescing timer might never fire. */
   #watchPageHide() {
     if (!this.#store || typeof globalThis.addEventListener !== 'function' || typeof document === 'undefined' || this.#onPageHide) return;
-    this.#onPageHide = () => this.#persistNow();
+    this.#onPageHide = (e) => { if (e.type === 'pagehide' || document.visibilityState === 'hidden') this.#persistNow(); };
     globalThis.addEventListener('pagehide', this.#onPageHide);
+    document.addEventListener('visibilitychange', this.#onPageHide);
   }
 
   /** Takes a stored place: the next hello resumes it (§9). */
