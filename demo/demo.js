@@ -21,25 +21,39 @@ let call = null; // {callId, peer, direction, state}
 const params = new URLSearchParams(location.search);
 for (const key of ['session', 'name', 'role']) if (params.get(key)) $(key).value = params.get(key);
 
+// The tab's identity and session, beside the client's own record (`persist: true`):
+// a reload enters the room again and the client resumes its place (§9).
+const DEMO_KEY = 'relay.demo';
+
 ui.form.addEventListener('submit', async (event) => {
   event.preventDefault();
   $('join-error').textContent = '';
   const name = $('name').value.trim();
   const token = $('token').value.trim();
   const uid = name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || `user-${Date.now() % 10000}`;
+  const identity = token ? { token } : { dev: { uid, name, role: $('role').value } };
+  await enter(identity, $('session').value.trim());
+});
+
+/** Connects (resuming a stored place if this tab has one) and shows the room. */
+async function enter(identity, session) {
   const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/ws`;
-  client = new RelayClient(token ? { url, token } : { url, dev: { uid, name, role: $('role').value } });
+  client = new RelayClient({ url, ...identity, persist: true });
   listen(client);
   try {
     await client.connect();
-    sessionId = $('session').value.trim();
-    await client.joinSession(sessionId);
+    sessionId = session;
+    // A resumed place holds the session already (a lost one is rejoined by the client).
+    if (client.session(sessionId)) showSession(client.session(sessionId));
+    else await client.joinSession(sessionId);
   } catch (err) {
     $('join-error').textContent = `Could not join: ${err.code ?? ''} ${err.message}`;
     client.close();
     client = null;
+    sessionStorage.removeItem(DEMO_KEY);
     return;
   }
+  sessionStorage.setItem(DEMO_KEY, JSON.stringify({ identity, session }));
   ui.form.hidden = true;
   ui.room.hidden = false;
   ui.roomName.textContent = sessionId;
@@ -47,11 +61,18 @@ ui.form.addEventListener('submit', async (event) => {
   document.body.classList.toggle('is-host', client.user.role === 'host');
   ui.lowerAll.hidden = client.user.role !== 'host';
   $('room-title').focus();
-});
+}
+
+function showSession(state) {
+  shown.clear();
+  for (const p of state.participants) shown.set(p.uid, { name: p.name, role: p.role, label: p.status });
+  render();
+}
 
 $('leave').addEventListener('click', () => {
-  client?.close();
+  client?.close(); // a deliberate leave: the client forgets its stored place
   client = null;
+  sessionStorage.removeItem(DEMO_KEY);
   shown.clear();
   closeDialog();
   call = null;
@@ -60,6 +81,11 @@ $('leave').addEventListener('click', () => {
   ui.form.hidden = false;
   $('name').focus();
 });
+
+try {
+  const stored = JSON.parse(sessionStorage.getItem(DEMO_KEY) ?? 'null');
+  if (stored?.identity && typeof stored.session === 'string') enter(stored.identity, stored.session);
+} catch { /* nothing stored, or storage disabled: the form it is */ }
 
 // MARK: events
 
@@ -74,11 +100,8 @@ function listen(c) {
     if (typeof m.ts === 'number' && typeof m.seq === 'number') clockOffsetMs = m.ts - Date.now();
     if (m.type !== 'ok' && m.type !== 'pong') log(describe(m));
   });
-  c.addEventListener('sessionjoined', (e) => {
-    shown.clear();
-    for (const p of e.detail.participants) shown.set(p.uid, { name: p.name, role: p.role, label: p.status });
-    render();
-  });
+  c.addEventListener('sessionjoined', (e) => showSession(e.detail));
+  c.addEventListener('sessionresumed', () => render());
   c.addEventListener('participantjoined', (e) => {
     const p = e.detail.participant;
     shown.set(p.uid, { name: p.name, role: p.role, label: 'connected' });
@@ -115,7 +138,10 @@ function listen(c) {
     if (e.detail.session === sessionId) $('leave').click();
   });
   c.addEventListener('connectionlost', () => announce('Connection lost, reconnecting'));
-  c.addEventListener('connectionrestored', (e) => announce(e.detail.resumed ? 'Reconnected' : 'Reconnected; rejoining'));
+  c.addEventListener('connectionrestored', (e) => {
+    if (e.detail.fromStorage) announce(e.detail.resumed ? 'Back in your place' : 'Rejoining');
+    else announce(e.detail.resumed ? 'Reconnected' : 'Reconnected; rejoining');
+  });
   listenCalls(c);
 }
 

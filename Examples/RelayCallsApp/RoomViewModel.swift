@@ -16,8 +16,12 @@ final class RoomViewModel {
   private(set) var lastError: String?
 
   init(url: URL, token: String, sessionID: String) {
-    // Callbacks arrive on the main queue by default on Apple platforms.
-    client = RelayClient(url: url, auth: .token(token))
+    // Callbacks arrive on the main queue by default on Apple platforms. The place is
+    // kept in Application Support, so a relaunch (a VoIP push waking the app) within
+    // grace resumes the room and a ringing call instead of joining afresh (§9).
+    var options = RelayClientOptions()
+    options.persistence = .file()
+    client = RelayClient(url: url, auth: .token(token), options: options)
     self.sessionID = sessionID
     client.addParticipantEventListener(id: "room", MessageLog(model: self))
   }
@@ -31,7 +35,8 @@ final class RoomViewModel {
   func start() async {
     do {
       try await client.connect()
-      try await client.joinSession(sessionID: sessionID)
+      // A resumed relaunch is already in the room (restored, then replayed).
+      if client.state.sessions[sessionID] == nil { try await client.joinSession(sessionID: sessionID) }
     } catch {
       lastError = error.description
     }

@@ -16,6 +16,9 @@ enum RunnerInput: Sendable {
   /// Kill the socket without a close frame and stop, as a device that vanished
   /// (tests: the relay sees the user lost, then timed out).
   case abandon
+  /// Write the kept place, then stop as a killed app would: no close frame, the
+  /// place stays on disk for the next launch.
+  case suspend
   /// The client is gone: close everything and end the thread.
   case shutdown
 }
@@ -50,10 +53,23 @@ final class ClientRunner {
   weak var wire: (any WireTransport)?
   private let deliver: @Sendable (DeliveryBatch) -> Void
   private var lastState: ConnectionState = .disconnected
+  private var resumeFile: ResumeFile?
+  /// What the file holds, as last written or read.
+  private var stored: ResumeRecord?
+  /// When a `seq`-only change is due to be written.
+  private var storeDueMs: Int64?
 
-  init(configuration: ClientConfiguration, seed: UInt64, deliver: @escaping @Sendable (DeliveryBatch) -> Void) {
+  init(
+    configuration: ClientConfiguration, seed: UInt64, resumeFile: ResumeFile? = nil,
+    deliver: @escaping @Sendable (DeliveryBatch) -> Void
+  ) {
     machine = ClientMachine(configuration: configuration, seed: seed)
     self.deliver = deliver
+    self.resumeFile = resumeFile
+    if let record = resumeFile?.load() {
+      machine.restore(record)
+      stored = record
+    }
   }
 
   private var now: Int64 { wire?.nowMs ?? 0 }
@@ -73,6 +89,11 @@ final class ClientRunner {
     case .abandon:
       wire?.close(code: nil)
       apply(machine.disconnect(nowMs: now), alwaysDeliver: true)
+    case .suspend:
+      persist(force: true)
+      resumeFile = nil  // what is on disk is the place to resume; nothing may remove it now
+      wire?.close(code: nil)
+      apply(machine.disconnect(nowMs: now), alwaysDeliver: true)
     case .shutdown: apply(machine.disconnect(nowMs: now))
     }
   }
@@ -83,7 +104,10 @@ final class ClientRunner {
   func transportClosed(code: UInt16?, reason: String) {
     apply(machine.transportClosed(code: code, reason: reason, nowMs: now))
   }
-  func tick() { apply(machine.tick(nowMs: now)) }
+  func tick() {
+    if let due = storeDueMs, due <= now { persist(force: true) }
+    apply(machine.tick(nowMs: now))
+  }
 
   /// Socket effects run here, in order; the rest goes to the app in one batch,
   /// with the snapshot taken after the whole step.
@@ -102,6 +126,25 @@ final class ClientRunner {
       lastState = state
       deliver(DeliveryBatch(snapshot: machine.snapshot, effects: forApp))
     }
-    wire?.armTimer(atMs: machine.nextDeadlineMs)
+    persist(force: false)
+    wire?.armTimer(atMs: [machine.nextDeadlineMs, storeDueMs].compactMap { $0 }.min())
+  }
+
+  /// Keeps the file equal to the machine's place: token and membership changes at
+  /// once, `seq`-only changes within `ResumeFile.seqDelayMs` (`force`: now).
+  private func persist(force: Bool) {
+    guard let resumeFile else { return }
+    let record = machine.resumeRecord(relay: resumeFile.relay)
+    guard record != stored else {
+      storeDueMs = nil
+      return
+    }
+    if !force, let record, let stored, record.sameMembership(as: stored) {
+      if storeDueMs == nil { storeDueMs = now + ResumeFile.seqDelayMs }
+      return
+    }
+    resumeFile.store(record)
+    stored = record
+    storeDueMs = nil
   }
 }

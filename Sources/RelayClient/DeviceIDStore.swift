@@ -78,7 +78,7 @@ public enum RelayDeviceID {
   /// A backup restored onto another phone must not bring this phone's id along:
   /// two devices with one id would replace each other's push tokens (§9a: one
   /// token per user, device and kind).
-  private static func excludeFromBackup(_ file: URL) {
+  static func excludeFromBackup(_ file: URL) {
     #if canImport(Darwin)
       var values = URLResourceValues()
       values.isExcludedFromBackup = true

@@ -24,6 +24,11 @@ public struct RelayClientOptions: Sendable {
   /// the relay's "awake" check refer to: by default an id generated once and kept
   /// in the app's container (`RelayDeviceID.defaultFile`).
   public var device: DeviceIdentity = .persistent()
+  /// Keep the place (resume token, sessions, last `seq`s) in a file, so an app
+  /// relaunched within grace (woken by a VoIP push, say) resumes its sessions and
+  /// its ringing call instead of joining afresh (§9). Off by default; `disconnect()`
+  /// removes the file.
+  public var persistence: ResumePersistence = .none
 
   /// The defaults: 500 ms to 20 s backoff, 10 s per attempt.
   public init() {}
@@ -78,6 +83,7 @@ public final class RelayClient: @unchecked Sendable {
   private var transport: (any TransportHandle)?
   private let configuration: ClientConfiguration
   private let transportKind: TransportKind
+  private let persistence: ResumePersistence
   private var nextRequestID: UInt64 = 1
   private var replyWaiters: [UInt64: CheckedContinuation<(reply: CommandReply, state: ClientMachine.Snapshot), Never>] = [:]
   private var connectWaiters: [CheckedContinuation<Result<Void, RelayError>, Never>] = []
@@ -103,6 +109,7 @@ public final class RelayClient: @unchecked Sendable {
     deviceID = RelayDeviceID.resolve(options.device)
     configuration.device = deviceID
     transportKind = options.transport
+    persistence = options.persistence
     // URLSession answers pings without telling us: keep liveness with app pings (§5).
     configuration.sendsAppPings = options.transport == .urlSession
     #if canImport(Darwin)
@@ -147,6 +154,13 @@ public final class RelayClient: @unchecked Sendable {
   /// and stops reconnecting. Pending commands fail with `.notConnected`.
   public func disconnect() {
     post(.disconnect)
+  }
+
+  /// Ends this client as a killed app would: the kept place (`persistence`) is
+  /// written, the socket is cut without a close frame, so the relay holds the user
+  /// as lost (§8) and a new client (or the relaunched app) resumes within grace.
+  public func suspend() {
+    post(.suspend)
   }
 
   /// Tells the relay the app is going to (true) or back from (false) the background
@@ -290,8 +304,10 @@ public final class RelayClient: @unchecked Sendable {
     var current = self.configuration
     current.auth = currentAuth
     let configuration = current
+    let (persistence, url) = (self.persistence, self.url)
     let makeRunner: @Sendable () -> ClientRunner = {
-      ClientRunner(configuration: configuration, seed: seed, deliver: deliver)
+      ClientRunner(
+        configuration: configuration, seed: seed, resumeFile: ResumeFile(persistence, relay: url), deliver: deliver)
     }
     #if canImport(EventLoop)
       if transportKind == .loop {

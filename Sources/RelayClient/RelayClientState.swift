@@ -20,6 +20,9 @@ public import RelayClientCore
     public internal(set) var calls: [String: Call] = [:]
     /// The user the relay identified in `welcome`.
     public internal(set) var user: CallUser?
+    /// `welcome.resumed` of the current connection: the relay still held this
+    /// client's place (§9), after a drop or, with `persistence`, a relaunch.
+    public internal(set) var resumed = false
 
     init() {}
 
@@ -28,6 +31,7 @@ public import RelayClientCore
       if sessions != s.sessions { sessions = s.sessions }
       if calls != s.calls { calls = s.calls }
       if user != s.user { user = s.user }
+      if resumed != s.resumed { resumed = s.resumed }
     }
   }
 #else
@@ -49,6 +53,9 @@ public import RelayClientCore
     public var calls: [String: Call] { lock.withLock { value.calls } }
     /// The user the relay identified in `welcome`.
     public var user: CallUser? { lock.withLock { value.user } }
+    /// `welcome.resumed` of the current connection: the relay still held this
+    /// client's place (§9), after a drop or, with `persistence`, a relaunch.
+    public var resumed: Bool { lock.withLock { value.resumed } }
 
     func update(_ s: ClientMachine.Snapshot) { lock.withLock { value = s } }
   }

@@ -59,9 +59,14 @@ extension ClientMachine {
     connectDeadlineMs = nil
     lastPingMs = nowMs
     attempt = 0
-    let isReconnect = everWelcomed
+    let fromRecord = restoredUID != nil
+    // A stored place of another user (a token for someone else) is not ours to rejoin.
+    if let stored = restoredUID, let storedUID = stored, storedUID != snapshot.user?.uid { snapshot.sessions = [:] }
+    restoredUID = nil
+    let isReconnect = everWelcomed || fromRecord
     everWelcomed = true
     snapshot.connectionState = .connected
+    snapshot.resumed = m["resumed"]?.boolValue == true
     if isReconnect { out.append(.event(.connectionRestored)) }
     if isReconnect, m["resumed"]?.boolValue != true {
       // §18 item 5: state not held any more; join again and rebuild from snapshots.

@@ -44,6 +44,9 @@ public struct ClientMachine: Sendable {
     public var calls: [String: Call] = [:]
     /// The user the relay identified (from `welcome.user`).
     public var user: CallUser?
+    /// `welcome.resumed` of the current connection: the relay still held this
+    /// client's place (§9), after a drop or, with a restored record, a relaunch.
+    public var resumed = false
 
     /// Disconnected, nothing joined.
     public init() {}
@@ -75,6 +78,9 @@ public struct ClientMachine: Sendable {
   var transportActive = false
   var welcomed = false
   var everWelcomed = false
+  /// Set by `restore` until the next `welcome`: the stored place's user (inner nil:
+  /// not recorded).
+  var restoredUID: String??
   var lastInboundMs: Int64 = 0
   var lastPingMs: Int64 = 0
   /// When the next attempt starts, while waiting out a backoff delay.
@@ -139,6 +145,7 @@ public struct ClientMachine: Sendable {
     connectDeadlineMs = nil
     failAll(.notConnected)
     resumeToken = nil
+    restoredUID = nil
     snapshot.sessions = [:]
     snapshot.calls = [:]
     snapshot.connectionState = .disconnected

@@ -71,7 +71,11 @@ final class Ringer: CallListener, @unchecked Sendable {
 }
 
 let alice = RelayClient(url: url, auth: .dev(uid: "alice", name: "Alice", role: "host"))
-let bob = RelayClient(url: url, auth: .dev(uid: "bob", name: "Bob"))
+// Bob keeps his place in a file, as an app woken by a VoIP push would (resumed: false
+// here: a first launch has nothing to resume).
+var bobOptions = RelayClientOptions()
+bobOptions.persistence = .file(URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("relay-consumer-\\(ProcessInfo.processInfo.processIdentifier).json"))
+let bob = RelayClient(url: url, auth: .dev(uid: "bob", name: "Bob"), options: bobOptions)
 let ringer = Ringer(client: bob)
 bob.addCallListener(id: "ringer", ringer)
 let events = alice.events
@@ -90,7 +94,7 @@ do {
   try await bob.registerPushToken(Data(repeating: 0xab, count: 32), kind: .apnsVoip, environment: .sandbox)
   let push = RelayPush.decode(dictionaryPayload: ["relay": ["type": "call.cancelled", "callId": call.id, "reason": "unanswered"]])
   let api = RelayHTTPAPI(relayURL: url, token: "", device: bob.deviceID)
-  print("push \\(bob.deviceID.map(DeviceID.isValid) ?? false) \\(push?.callID == call.id) \\(api.baseURL.scheme ?? "")")
+  print("push \\(bob.deviceID.map(DeviceID.isValid) ?? false) \\(push?.callID == call.id) \\(api.baseURL.scheme ?? "") \\(bob.state.resumed)")
   loop: for await event in events {
     switch event {
     case .participantJoined(let session, let p): print("event participantJoined \\(session) \\(p.uid)")
@@ -165,7 +169,7 @@ def test_versioned_dependency_builds_and_runs(relay, tmp_path):
     out = run.stdout.splitlines()
     assert run.returncode == 0, run.stdout + run.stderr
     assert "listener incoming alice video" in out, out
-    assert "push true true http" in out, out
+    assert "push true true http false" in out, out
     # Bob's listener runs on his client's queue: its line may come before or after
     # Alice's `initiateCall` returns. The others are in Alice's order.
     ordered = [line for line in out if line != "listener incoming alice video" and not line.startswith("push ")]

@@ -285,3 +285,63 @@ def test_keyboard_only(relay_factory, windows):
     w.wait(lambda d: toggle.get_attribute("aria-pressed") == "false", "lowered by Enter")
     assert w.driver.switch_to.active_element.get_attribute("id") == "hand-toggle"
     w.shot("lowered")
+
+
+# Chromium closes a page's WebSockets with a close frame (1001, going away) when the
+# page unloads, and the relay ends a cleanly closed participant at once (§5.3, §8):
+# the reloaded tab finds its place gone and rejoins. The client side is complete (the
+# place is stored, `hello.resume` is sent, the rejoin is the §9 fallback); the relay
+# must hold a connection that closes with 1001 as lost for this to pass. Strict: it
+# fails loudly once the relay does, so the marker is removed then.
+@pytest.mark.xfail(strict=True, reason="the relay treats the browser's unload close (1001) as a clean leave")
+def test_reload_keeps_the_raised_hand_place(relay_factory, windows):
+    """A reloaded tab resumes its place (the client's sessionStorage record, §9): its
+    hand keeps its position in the queue and the others never see it leave."""
+    relay = relay_factory("--grace", "30000")
+    a, b = windows("alice"), windows("bob")
+    a.join(relay.http, "room", "Alice")
+    b.join(relay.http, "room", "Bob")
+    a.wait_status("bob", "connected")
+    b.driver.find_element(By.ID, "hand-toggle").click()
+    a.wait(lambda d: hands_of(a) == ["bob"], "bob first in the queue")
+    a.driver.find_element(By.ID, "hand-toggle").click()
+    b.wait(lambda d: hands_of(b) == ["bob", "alice"], "alice second")
+    b.shot("before-reload")
+
+    b.driver.refresh()
+    b.wait(lambda d: d.find_element(By.ID, "room").is_displayed(), "back in the room without the form")
+    b.wait_announced("Back in your place")
+    b.wait(lambda d: hands_of(b) == ["bob", "alice"], "the queue as before the reload")
+    b.wait(lambda d: d.find_element(By.ID, "hand-toggle").get_attribute("aria-pressed") == "true", "own hand up")
+    b.shot("after-reload")
+    a.wait_status("bob", "restored")
+    assert hands_of(a) == ["bob", "alice"], "bob kept the first place"
+    assert "Bob left" not in a.text("announcer")
+    a.shot("bob-restored")
+
+
+def test_reload_enters_the_room_again_and_leave_forgets_it(relay_factory, windows):
+    """The demo keeps its identity and session in sessionStorage beside the client's
+    record: a reload goes straight back into the room (resumed or, as today after
+    the browser's clean close, rejoined); Leave forgets both."""
+    relay = relay_factory()
+    a, b = windows("alice"), windows("bob")
+    a.join(relay.http, "room", "Alice")
+    b.join(relay.http, "room", "Bob")
+    a.wait_status("bob", "connected")
+
+    b.driver.refresh()
+    b.wait(lambda d: d.find_element(By.ID, "room").is_displayed(), "back in the room without the form")
+    assert b.driver.find_element(By.ID, "join").is_displayed() is False
+    b.wait_status("alice", "connected")
+    b.wait(lambda d: b.status_of("bob") == "connected", "bob listed as himself")
+    a.wait(lambda d: a.status_of("bob") in ("connected", "restored"), "bob back for alice")
+    b.shot("reloaded")
+
+    b.driver.find_element(By.ID, "leave").click()
+    a.wait(lambda d: a.status_of("bob") is None, "bob gone for alice")
+    assert b.driver.execute_script("return sessionStorage.getItem('relay.resume')") is None
+    b.driver.refresh()
+    b.wait(lambda d: d.find_element(By.ID, "join").is_displayed(), "the join form after Leave and a reload")
+    assert not b.driver.find_element(By.ID, "room").is_displayed()
+    a.shot("after-leave")

@@ -58,7 +58,7 @@ def test_packed_installed_typechecked_and_run(relay, tmp_path):
 
     packed = json.loads(run([npm, "pack", "--json", "--pack-destination", str(tmp_path)], PACKAGE, env=npm_env))
     tarball = tmp_path / packed[0]["filename"]
-    assert tarball.name == "relay-client-0.1.0.tgz"
+    assert tarball.name == "relay-client-0.2.0.tgz"
     assert sorted(f["path"] for f in packed[0]["files"]) == ["package.json", "relay-client.d.ts", "relay-client.js"]
 
     app = tmp_path / "app"
@@ -68,7 +68,7 @@ def test_packed_installed_typechecked_and_run(relay, tmp_path):
     assert (installed / "relay-client.js").read_bytes() == (PACKAGE / "relay-client.js").read_bytes()
     # The app is an ES module written in TypeScript.
     manifest = json.loads((app / "package.json").read_text())
-    assert manifest["dependencies"]["relay-client"].endswith("relay-client-0.1.0.tgz")
+    assert manifest["dependencies"]["relay-client"].endswith("relay-client-0.2.0.tgz")
     (app / "package.json").write_text(json.dumps({**manifest, "type": "module"}))
     for name in ("consumer.ts", "surface.ts", "run.mjs", "tsconfig.json", "tsconfig.gen.json"):
         shutil.copy(APP / name, app / name)
@@ -79,7 +79,7 @@ def test_packed_installed_typechecked_and_run(relay, tmp_path):
     env = {"NODE_PATH": os.pathsep.join(p for p in (os.environ.get("NODE_PATH"), "/usr/share/nodejs") if p)}
     out = run([node, "run.mjs", f"{relay.ws}/v1/ws"], app, timeout=60, env=env)
     result = json.loads(out.strip().splitlines()[-1])
-    assert result["version"] == "0.1.0"
+    assert result["version"] == "0.2.0"
     assert result["deep"] == "ERR_PACKAGE_PATH_NOT_EXPORTED"  # only "." and package.json are exported
     assert result["lines"] == [
         "welcome alice false",

@@ -65,7 +65,8 @@ export interface RelayEventMap {
   statechange: { state: ClientState };
   connectionlost: { code: number; reason: string; willReconnect: boolean };
   reconnecting: { attempt: number; delayMs: number; code: number };
-  connectionrestored: { resumed: boolean };
+  /** `fromStorage`: the first connection of a client that found a stored place (`persist`). */
+  connectionrestored: { resumed: boolean; fromStorage?: true };
   closed: { code: number; reason: string };
   error: { type: 'error'; code: string; message: string };
   servermessage: { type: string; [field: string]: unknown };
@@ -125,6 +126,25 @@ export interface RelayClientOptions {
    * (1–128 characters of [A-Za-z0-9._:-]). Off by default.
    */
   device?: boolean | string;
+  /**
+   * Keep this client's place (resume token, sessions, last `seq`s) across a page
+   * reload or a process restart, so `connect()` resumes it (§9): `true` for this
+   * tab's `sessionStorage`, or a hook whose functions may return promises. Cleared
+   * by `close()`. Off by default.
+   */
+  persist?: boolean | PersistStore;
+  /** The storage key of the place; default `relay.resume`. */
+  persistKey?: string;
+  /** Longest wait before a `seq` change is written (token and membership changes are
+   * written at once); default 250. */
+  persistDelayMs?: number;
+}
+
+/** Where `persist` keeps the place: one string value per key. */
+export interface PersistStore {
+  get(key: string): string | null | undefined | Promise<string | null | undefined>;
+  set(key: string, value: string): void | Promise<void>;
+  remove(key: string): void | Promise<void>;
 }
 
 export type PushKind = 'apns-voip' | 'apns' | 'fcm';
@@ -142,6 +162,9 @@ export class RelayClient extends EventTarget {
   session(id: string): SessionState | null;
   connect(): Promise<Welcome>;
   close(): void;
+  /** Ends this client as a reload would: the place is written and the participant is
+   * lost, not left (§8); resolves once the place is stored. */
+  suspend(): Promise<void>;
   joinSession(id: string): Promise<SessionJoined>;
   leaveSession(id: string): Promise<Ok>;
   raiseHand(id: string): Promise<Ok>;

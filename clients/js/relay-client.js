@@ -80,6 +80,44 @@ function resolveDevice(option) {
   return option;
 }
 
+// MARK: keeping the place across a reload (§9): the resume token and, per session, the
+// snapshot the replay continues from. A reloaded page resumes instead of joining afresh.
+
+const PERSIST_KEY = 'relay.resume';
+const PERSIST_VERSION = 1;
+
+/** `persist: true` → this tab's `sessionStorage`; an object → that hook, checked. */
+function resolveStore(option) {
+  if (option === undefined || option === null || option === false) return null;
+  if (option === true) {
+    let storage = null;
+    try { storage = globalThis.sessionStorage ?? null; } catch { /* a getter that throws (sandboxed frame) */ }
+    if (!storage) throw new TypeError('RelayClient: persist: true needs sessionStorage; pass {get, set, remove} in Node');
+    return {
+      get: (key) => storage.getItem(key),
+      set: (key, value) => storage.setItem(key, value),
+      remove: (key) => storage.removeItem(key),
+    };
+  }
+  if (['get', 'set', 'remove'].every((f) => typeof option[f] === 'function')) return option;
+  throw new TypeError('RelayClient: persist must be true or an object with get, set and remove');
+}
+
+/** Calls `f` with `value`, at once or once the promise settles (hooks may be sync or async). */
+function whenSettled(value, f) {
+  return value && typeof value.then === 'function' ? value.then(f) : f(value);
+}
+
+/** The stored record, or null if it is absent, unreadable or for another relay. */
+function parseStored(text, url) {
+  let r;
+  try { r = typeof text === 'string' ? JSON.parse(text) : null; } catch { return null; }
+  if (!r || r.v !== PERSIST_VERSION || r.url !== url || typeof r.token !== 'string' || !Array.isArray(r.sessions)) return null;
+  const ok = (s) => s && typeof s.session === 'string' && Number.isInteger(s.seq)
+    && Array.isArray(s.participants) && Array.isArray(s.hands);
+  return r.sessions.every(ok) ? r : null;
+}
+
 // Personal messages that carry `seq` only as a position marker (§2), not as session events.
 const POSITION_MARKERS = new Set(['session.joined', 'session.resumed']);
 // Protocol type -> event name where the plain "drop the dots" rule reads badly.
@@ -112,22 +150,32 @@ export class RelayClient extends EventTarget {
   #pongTimer = null;
   #welcomeTimer = null;
   #onVisibility = null;
+  #onPageHide = null;
   #device = null;
+  #store = null;
+  #storedUid = null; // the user of a state restored from the store, until its welcome
+  #persistTimer = null;
+  #writing = null; // the store write in flight (an async hook), if any
+  #writeAgain = false;
 
   /**
    * @param {object} options `url`; `token` (string or function returning one) or
    *   `dev` `{uid, name, role}`; optional `WebSocket`, `backoff {baseMs, capMs}`,
    *   `random`, `pingIntervalMs`, `commandTimeoutMs`, `watchVisibility`, `device`
-   *   (`true`: a generated id kept in localStorage; or the app's own id string).
+   *   (`true`: a generated id kept in localStorage; or the app's own id string),
+   *   `persist` (`true`: keep the place in this tab's sessionStorage; or a
+   *   `{get, set, remove}` hook, sync or async), `persistKey`, `persistDelayMs`.
    */
   constructor(options) {
     super();
     if (!options?.url) throw new TypeError('RelayClient: url is required');
     if (!options.token && !options.dev) throw new TypeError('RelayClient: token or dev is required');
-    this.#opts = { backoff: {}, random: Math.random, commandTimeoutMs: 15000, watchVisibility: true, ...options };
+    this.#opts = { backoff: {}, random: Math.random, commandTimeoutMs: 15000, watchVisibility: true,
+      persistKey: PERSIST_KEY, persistDelayMs: 250, ...options };
     this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
     if (!this.#WebSocket) throw new TypeError('RelayClient: no WebSocket; pass options.WebSocket');
     this.#device = resolveDevice(options.device);
+    this.#store = resolveStore(options.persist);
   }
 
   /** `idle`, `connecting`, `open`, `reconnecting` or `closed`. */
@@ -147,16 +195,27 @@ export class RelayClient extends EventTarget {
     return s ? { ...s, participants: [...s.participants.values()], hands: [...s.hands] } : null;
   }
 
-  /** Opens the connection; resolves with `welcome`, rejects if this first attempt fails. */
+  /**
+   * Opens the connection; resolves with `welcome`, rejects if this first attempt fails.
+   * With `persist` and a stored place, it resumes (`welcome.resumed`), else joins afresh.
+   */
   connect() {
     if (this.#state !== 'idle' && this.#state !== 'closed') return Promise.reject(new RelayError('conflict', 'already connected'));
-    // A new start: nothing of an earlier, closed connection is resumed.
-    this.#welcome = this.#resumeToken = null;
+    // A new start: nothing of an earlier, closed connection is resumed, unless stored.
+    this.#welcome = this.#resumeToken = this.#storedUid = null;
     this.#sessions.clear();
     this.#attempt = 0;
     this.#watchVisibility();
+    this.#watchPageHide();
     const welcomed = this.#waitFor('welcome', () => true);
-    this.#open('connecting');
+    this.#setState('connecting');
+    const start = () => { if (this.#state === 'connecting' && !this.#ws) this.#open('connecting'); };
+    if (!this.#store) start();
+    else {
+      let read;
+      try { read = this.#store.get(this.#opts.persistKey); } catch { read = null; }
+      Promise.resolve(whenSettled(read, (text) => this.#restore(text))).catch(() => {}).then(start);
+    }
     return welcomed;
   }
 
@@ -164,6 +223,27 @@ export class RelayClient extends EventTarget {
   close() {
     this.#teardown(1000, 'client closed');
     this.#finish(1000, 'client closed');
+    this.#forget(); // a deliberate close ends the place (§5.3): nothing to resume
+  }
+
+  /**
+   * Ends this client as a reload or a killed process would: the stored place is
+   * written, and the participant is not ended (§8: lost, resumable within grace).
+   * Node's `ws` socket is cut without a close frame (`terminate`); a browser socket
+   * is left to the page's unload. A new client with the same `persist` then resumes.
+   */
+  suspend() {
+    const ws = this.#ws;
+    const written = this.#persistNow();
+    this.#ws = null;
+    if (ws) {
+      ws.onopen = ws.onmessage = ws.onclose = null;
+      try { ws.terminate?.(); } catch { /* already gone */ }
+    }
+    this.#teardown(4000, 'suspended');
+    this.#store = null; // the closed client must not overwrite what its successor stores
+    this.#finish(4000, 'suspended');
+    return written;
   }
 
   /** `session.join` (§6): resolves with the `session.joined` snapshot. */
@@ -268,6 +348,7 @@ export class RelayClient extends EventTarget {
     const firstAttempt = this.#state === 'connecting';
     this.#teardown(code, reason);
     if (firstAttempt || isFinalCloseCode(code)) {
+      if (code === 4509) this.#forget(); // another connection resumed this place (§9)
       if (wasOpen) this.#emit('connectionlost', { code, reason, willReconnect: false });
       return this.#finish(code, reason);
     }
@@ -302,7 +383,11 @@ export class RelayClient extends EventTarget {
     if (this.#state === 'closed') return;
     this.#setState('closed');
     if (this.#onVisibility) document.removeEventListener('visibilitychange', this.#onVisibility);
-    this.#onVisibility = null;
+    if (this.#onPageHide) {
+      globalThis.removeEventListener('pagehide', this.#onPageHide);
+      document.removeEventListener('visibilitychange', this.#onPageHide);
+    }
+    this.#onVisibility = this.#onPageHide = null;
     const err = new RelayError('connection_lost', `closed (${code}${reason ? `: ${reason}` : ''})`);
     for (const w of this.#waiters) w.reject(err);
     this.#waiters.clear();
@@ -338,6 +423,75 @@ export class RelayClient extends EventTarget {
     if (!this.#opts.watchVisibility || typeof document === 'undefined' || this.#onVisibility) return;
     this.#onVisibility = () => { if (this.#state === 'open') this.#send({ type: 'client.background', background: document.hidden }); };
     document.addEventListener('visibilitychange', this.#onVisibility);
+  }
+
+  // MARK: persistence
+
+  /** A page being unloaded (or hidden: mobile browsers may discard a hidden tab without
+   * `pagehide`) writes its place now: the coalescing timer might never fire. */
+  #watchPageHide() {
+    if (!this.#store || typeof globalThis.addEventListener !== 'function' || typeof document === 'undefined' || this.#onPageHide) return;
+    this.#onPageHide = (e) => { if (e.type === 'pagehide' || document.visibilityState === 'hidden') this.#persistNow(); };
+    globalThis.addEventListener('pagehide', this.#onPageHide);
+    document.addEventListener('visibilitychange', this.#onPageHide);
+  }
+
+  /** Takes a stored place: the next hello resumes it (§9). */
+  #restore(text) {
+    const r = parseStored(text, this.#opts.url);
+    if (!r) return;
+    this.#resumeToken = r.token;
+    this.#storedUid = typeof r.uid === 'string' ? r.uid : null;
+    for (const s of r.sessions) {
+      this.#sessions.set(s.session, {
+        session: s.session, seq: s.seq, self: s.self,
+        participants: new Map(s.participants.map((p) => [p.uid, { ...p }])),
+        hands: s.hands.map((h) => ({ ...h })),
+      });
+    }
+  }
+
+  #record() {
+    const sessions = [...this.#sessions.values()].map((s) => ({
+      session: s.session, seq: s.seq, self: s.self, participants: [...s.participants.values()], hands: s.hands,
+    }));
+    return JSON.stringify({ v: PERSIST_VERSION, url: this.#opts.url, uid: this.user?.uid, token: this.#resumeToken, sessions });
+  }
+
+  /** Session events move `seq` often: one write per `persistDelayMs` at most. A stored
+   * snapshot a few events old is still exact: it resumes from its own `seq`. */
+  #persistSoon() {
+    if (!this.#store || this.#persistTimer) return;
+    this.#persistTimer = setTimeout(() => { this.#persistTimer = null; this.#persistNow(); }, this.#opts.persistDelayMs);
+  }
+
+  /** Writes the place now (one async write at a time; a change meanwhile writes once more). */
+  #persistNow(store = this.#store) {
+    clearTimeout(this.#persistTimer);
+    this.#persistTimer = null;
+    if (!store || !this.#resumeToken) return Promise.resolve();
+    if (this.#writing) { this.#writeAgain = true; return this.#writing; }
+    let result;
+    try { result = store.set(this.#opts.persistKey, this.#record()); } catch { return Promise.resolve(); } // full or disabled
+    if (!result || typeof result.then !== 'function') return Promise.resolve();
+    this.#writing = result.catch(() => {}).then(() => {
+      this.#writing = null;
+      // The store the chain began with: suspend() detaches it, yet its last write must land.
+      if (this.#writeAgain) { this.#writeAgain = false; return this.#persistNow(store); }
+    });
+    return this.#writing;
+  }
+
+  /** Removes the stored place (after any write in flight, which it must not race). */
+  #forget() {
+    clearTimeout(this.#persistTimer);
+    this.#persistTimer = null;
+    const store = this.#store;
+    if (!store) return;
+    this.#writeAgain = false;
+    const remove = () => { try { return store.remove(this.#opts.persistKey); } catch { return undefined; } };
+    if (this.#writing) this.#writing.then(remove);
+    else remove();
   }
 
   // MARK: commands
@@ -392,7 +546,11 @@ export class RelayClient extends EventTarget {
   }
 
   #welcomed(msg) {
-    const reconnect = this.#welcome !== null;
+    const fromStore = this.#welcome === null && this.#storedUid !== null;
+    // A stored place of another user (a new token for someone else) is not ours to rejoin.
+    if (fromStore && msg.user?.uid !== this.#storedUid) this.#sessions.clear();
+    this.#storedUid = null;
+    const reconnect = this.#welcome !== null || fromStore;
     const rejoin = reconnect && !msg.resumed ? [...this.#sessions.keys()] : [];
     clearTimeout(this.#welcomeTimer);
     this.#welcome = msg;
@@ -401,8 +559,9 @@ export class RelayClient extends EventTarget {
     this.#setState('open');
     this.#startHeartbeat();
     if (typeof document !== 'undefined' && document.hidden) this.#send({ type: 'client.background', background: true });
+    this.#persistNow(); // the new token at once: the old one resumes nothing any more
     this.#emit('welcome', msg);
-    if (reconnect) this.#emit('connectionrestored', { resumed: !!msg.resumed });
+    if (reconnect) this.#emit('connectionrestored', fromStore ? { resumed: !!msg.resumed, fromStorage: true } : { resumed: !!msg.resumed });
     // §9: the server no longer holds us; join afresh and rebuild from the snapshots.
     for (const id of rejoin) {
       this.#rejoining.add(id);
@@ -421,6 +580,7 @@ export class RelayClient extends EventTarget {
     if (msg.seq !== s.seq + 1) return this.#dropped(4000, `seq gap in ${msg.session}`);
     s.seq = msg.seq;
     applySessionEvent(s, msg);
+    this.#persistSoon();
     this.#emit(eventName(msg.type), msg);
   }
 
@@ -440,6 +600,7 @@ export class RelayClient extends EventTarget {
     } else if (msg.type === 'session.left' || msg.type === 'session.timed_out') {
       this.#sessions.delete(msg.session);
     }
+    if (POSITION_MARKERS.has(msg.type) || msg.type === 'session.left' || msg.type === 'session.timed_out') this.#persistNow();
     this.#emit(eventName(msg.type), detail);
   }
 
