@@ -320,7 +320,9 @@ export class RelayClient extends EventTarget {
   async #sendHello(ws) {
     // §5.6: membership events may come coalesced (participants.diff); applied below
     // one by one, so app code sees the same per-member events either way.
-    const hello = { type: 'hello', capabilities: ['presence.diff'] };
+    // §5 resume.after_unload: with a stored place, the browser's unload close (1001,
+    // a reload included) leaves us lost on the relay, so the next page resumes.
+    const hello = { type: 'hello', capabilities: this.#store ? ['presence.diff', 'resume.after_unload'] : ['presence.diff'] };
     if (this.#device) hello.device = this.#device;
     if (this.#opts.dev) hello.dev = this.#opts.dev;
     else {
