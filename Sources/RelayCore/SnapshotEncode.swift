@@ -26,10 +26,15 @@ extension RelayCore {
 
   /// The core's complete logical state (see the file comment), restorable with
   /// `init(restoring:config:ids:verifyToken:)`. Pure: changes nothing.
-  public func snapshot() -> [UInt8] {
+  public func snapshot() -> [UInt8] { snapshotParts().joined() }
+
+  /// `snapshot()` with the replay payloads left unjoined: what a snapshot costs on
+  /// the caller's thread is the state's skeleton, not its replay history
+  /// (SnapshotParts.swift). `joined()` gives exactly `snapshot()`.
+  public func snapshotParts() -> SnapshotParts {
     var writer = SnapshotWriter(core: self)
     writer.writeCore()
-    return writer.out.bytes
+    return SnapshotParts(written: writer.out.bytes, spliced: writer.spliced)
   }
 }
 
@@ -37,6 +42,8 @@ extension RelayCore {
 struct SnapshotWriter {
   let core: RelayCore
   var out = BinaryWriter(capacity: 4_096)
+  /// Replay payloads kept by reference, to be joined after `out` (SnapshotParts).
+  var spliced: [(at: Int, bytes: [UInt8])] = []
   private(set) var profiles: [Profile] = []
   private var profileIndex: [ObjectIdentifier: UInt32] = [:]
   let connections: [Connection]
@@ -203,7 +210,7 @@ struct SnapshotWriter {
       switch event.body {
       case .payload(let payload):
         out.u8(0)
-        out.bytes(payload.bytes)
+        out.bytes(payload.bytes, splicingInto: &spliced)
       case .joined(let p, let wallMs):
         out.u8(1)
         profileRef(p)
