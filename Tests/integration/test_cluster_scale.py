@@ -14,18 +14,23 @@ from test_cluster_ops import keys, used_memory, xlen
 
 SESSIONS = 40
 SIZE = 4_000
-# Each session's replay holds up to 1 MiB (the default): the first fill brings the
-# replay to about 40 MB, the second keeps it there while the cluster snapshots it
-# every SNAPSHOT_RECORDS records. Messages of 4 KB: the bytes of a big replay with
-# few entries (the loop's share of a snapshot grows with entries, not bytes).
-SNAPSHOT_RECORDS = 300
-SCALE_FLAGS = [*FLAGS, "--message-rate", "1000000",
-               "--replay-budget-bytes", str(64 << 20),
+# Each session's replay holds up to 1 MiB (the default): the fill brings the replay to
+# about 40 MB, in messages of 4 KB (the loop's share of a snapshot grows with entries,
+# not bytes; the bytes are what used to stall it). Then one client sends small
+# messages one at a time into a session of its own, so the log moves on while the
+# machine is quiet: the cluster snapshots the full state every SNAPSHOT_RECORDS
+# records, and a long loop turn is the snapshot's, not the load's.
+SNAPSHOT_RECORDS = 150
+PROBES = 900
+SCALE_FLAGS = [*FLAGS, "--message-rate", "1000000", "--replay-budget-bytes", str(64 << 20),
                "--snapshot-records", str(SNAPSHOT_RECORDS)]
-# A turn this long is a stall every client of the node feels. Debug build on a shared
-# machine: the skeleton of this state takes a few ms; joining and digesting 40 MB on
-# the loop (what a snapshot did before) takes far longer.
-TURN_BOUND_S = 0.1
+# The contract's bound for a snapshot's share of a loop turn is 50 ms in a release
+# build (Benchmarks/cluster.py, scale rows, measures it at 30 MB and 256 MiB). This
+# test runs the debug build on a shared machine, where the skeleton alone of this
+# state takes some 50-150 ms; joining, digesting and sending 40 MB on the loop, as a
+# snapshot did before, took several times that, and the nodes answered `unavailable`
+# from the first fill on.
+TURN_BOUND_S = 0.25
 
 
 def metric(node, name: str) -> float:
@@ -55,33 +60,34 @@ async def test_snapshots_of_a_big_replay_hold_no_loop_and_are_all_stored(cluster
     n1 = cluster.node(*SCALE_FLAGS)
     n2 = cluster.node(*SCALE_FLAGS)
     senders = await join_all([n1.ws, n2.ws], SESSIONS)
-    first = await fill(senders, 300, SIZE)
-    assert first.ok == SESSIONS * 300, first.errors
+    filled = await fill(senders, 300, SIZE)
+    assert filled.ok == SESSIONS * 300, filled.errors
     replay = n1.metric("relay_replay_bytes")
     assert replay > 30e6, f"the replay holds {replay / 1e6:.1f} MB: too small to test anything"
+
     stored0 = sum(n.metric("relay_cluster_snapshots_stored_total") for n in (n1, n2))
     stalls0 = [turns_over(n, TURN_BOUND_S) for n in (n1, n2)]
-
-    second = await fill(senders, 150, SIZE)
-    assert second.ok == SESSIONS * 150, second.errors
-    position = n1.metric("relay_cluster_log_position")
-
+    start = n1.metric("relay_cluster_log_position")
+    probe = await join_all([n1.ws], 1, prefix="probe")
+    probed = await fill(probe, PROBES, 100, window=1)
+    assert probed.ok == PROBES, probed.errors
+    moved = n1.metric("relay_cluster_log_position") - start
+    due = int(moved // SNAPSHOT_RECORDS)
     stored = sum(n.metric("relay_cluster_snapshots_stored_total") for n in (n1, n2)) - stored0
+    stalls = [turns_over(n, TURN_BOUND_S) - s for n, s in zip((n1, n2), stalls0)]
     print(f"replay {replay / 1e6:.1f} MB; snapshot {metric(n1, 'relay_cluster_snapshot_bytes') / 1e6:.1f} MB; "
-          f"position {position:.0f}; stored {stored:.0f} during the second fill; "
+          f"{moved:.0f} records, {due} snapshots due, {stored:.0f} stored; "
           f"capture {max(metric(n, 'relay_cluster_snapshot_capture_seconds') for n in (n1, n2)) * 1e3:.1f} ms; "
           f"join+digest {max(metric(n, 'relay_cluster_snapshot_seconds') for n in (n1, n2)) * 1e3:.1f} ms; "
-          f"longest turn {max(metric(n, 'relay_loop_turn_max_microseconds') for n in (n1, n2)) / 1e3:.1f} ms; "
-          f"xlen {xlen(cluster)}; redis {used_memory(cluster) / 1e6:.1f} MB; p99 {second.quantile(0.99) * 1e3:.0f} ms")
-    # Snapshots were taken and stored at the full state, none abandoned.
-    assert stored >= 3
+          f"turns over {TURN_BOUND_S * 1e3:.0f} ms {stalls}; xlen {xlen(cluster)}; "
+          f"redis {used_memory(cluster) / 1e6:.1f} MB; probe p99 {probed.quantile(0.99) * 1e3:.0f} ms")
+    # Every due snapshot of the full state was stored (the last may still be on its way).
+    assert due >= 3 and stored >= due - 1, (due, stored)
     assert sum(metric(n, "relay_cluster_snapshot_store_failures_total") for n in (n1, n2)) == 0
     # No loop turn of either node stalled while they snapshotted the full state.
-    stalls = [turns_over(n, TURN_BOUND_S) - s for n, s in zip((n1, n2), stalls0)]
-    assert stalls == [0, 0], f"loop turns over {TURN_BOUND_S * 1e3:.0f} ms during the second fill: {stalls}"
+    assert stalls == [0, 0], f"loop turns over {TURN_BOUND_S * 1e3:.0f} ms while snapshotting: {stalls}"
     # The log is trimmed behind the stored snapshots; Redis holds the state, not history.
-    assert xlen(cluster) <= 3 * SNAPSHOT_RECORDS + 200, xlen(cluster)
+    assert xlen(cluster) <= 3 * SNAPSHOT_RECORDS, xlen(cluster)
     k = keys(cluster)
     assert cluster.redis.pipeline([[b"HEXISTS", k["snapshot"].encode(), b"bytes"]])[0] == b":0"
-    snapshot_bytes = n1.metric("relay_cluster_snapshot_bytes") or n2.metric("relay_cluster_snapshot_bytes")
-    assert used_memory(cluster) < 3 * snapshot_bytes + (32 << 20), used_memory(cluster)
+    assert used_memory(cluster) < 3 * replay + (32 << 20), used_memory(cluster)
