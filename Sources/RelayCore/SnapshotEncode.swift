@@ -82,7 +82,7 @@ struct SnapshotWriter {
     for c in connections { if let p = c.profile { number(p) } }
     for s in sessions {
       for m in s.members { number(m.profile) }
-      for event in s.replay.kept { if case .joined(let p, _) = event.body { number(p) } }
+      s.replay.forEachKept { _, body in if case .joined(let p, _) = body { number(p) } }
     }
   }
 
@@ -202,12 +202,11 @@ struct SnapshotWriter {
   }
 
   mutating func replayLog(_ log: ReplayLog) {
-    let kept = log.kept
     out.i64(log.oldestSeq ?? 0)
-    out.count(kept.count)
-    for event in kept {
-      out.i64(event.atMonoMs)
-      switch event.body {
+    out.count(log.count)
+    log.forEachKept { atMonoMs, body in
+      out.i64(atMonoMs)
+      switch body {
       case .payload(let payload):
         out.u8(0)
         out.bytes(payload.bytes, splicingInto: &spliced)

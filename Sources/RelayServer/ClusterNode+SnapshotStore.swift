@@ -31,7 +31,7 @@ struct SnapshotStore {
   let id: String
 
   /// Bytes per command: large enough that a big state takes few round trips, small
-  /// enough that Redis copies one in well under a millisecond.
+  /// enough that no reply waits long behind one and Redis never blocks on a copy.
   static let chunkBytes = 2 << 20
 
   /// The chunk at `offset`.

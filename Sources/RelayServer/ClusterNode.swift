@@ -19,9 +19,8 @@ import RelayPrimitives
 /// - `relay:{relay}:meta:GEN`: `format rules configDigest` every node must share.
 /// - `relay:{relay}:seq:GEN`: the position counter of the append script.
 /// - `relay:{relay}:log:GEN`: the log, a Stream of records (fields `e`, `n`, `t`).
-/// - `relay:{relay}:snapshot:GEN`: the newest snapshot (hash: pos, id, digest; and
-///   bytes when a hand-over wrote it), `relay:{relay}:snapshot-bytes:GEN` its bytes.
-/// - `relay:{relay}:snapshot-staging:GEN:N`: node N's snapshot upload in progress.
+/// - `relay:{relay}:snapshot:GEN` (hash: pos, id, digest), `…:snapshot-bytes:GEN`, and
+///   `…:snapshot-staging:GEN:N`: the newest snapshot, and node N's upload of the next.
 final class ClusterNode {
   enum State: Equatable {
     case down
