@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Cluster figures (docs/cluster.md): `make bench-cluster`, never part of the tests.
 
-    python3 Benchmarks/cluster.py [local] [spread] [latency] [kill] [history] [snapshot] [sentinel]   (default: all)
+    python3 Benchmarks/cluster.py [local] [spread] [latency] [kill] [history] [snapshot] [sentinel] [scale] [scale-big]
+    (default: all but scale-big)
 
 - local:   fan-out (bots/fanout.json) on a standalone relay and on one node with
            --redis and every member local, alternating, median of BENCH_RUNS (3).
@@ -18,6 +19,14 @@
            `ok`, and commands lost.
 - snapshot: 10 000 joined participants (bots/idle-10000.json) on one node: the size
            of a snapshot and the time to take it, and a second node's ready time.
+- scale:   snapshots at a busy state (docs/cluster.md, "Bounded history"): 2 nodes,
+           one client per session sending ~1 KB messages (Tests/integration/
+           scale_load.py) until the replay holds 30 MB, then as many again while the
+           cluster snapshots every 2 000 records: longest loop turn, snapshot bytes and
+           times, snapshots stored, Redis memory over the run, refused commands,
+           p50/p99 of the answers. Run with BIN (after) and, when BENCH_BEFORE_BIN
+           names another relay binary, with it too (before), alternating, BENCH_RUNS
+           times. `scale-big`: the same at 256 MiB (several minutes per run).
 
 Relay processes are pinned to core 0, bots and Redis to core 1 (taskset), all on
 loopback. Prints a Markdown table and writes Benchmarks/results/cluster.md; raw
@@ -279,8 +288,110 @@ def snapshot_figures() -> list[str]:
         procs.stop()
 
 
+SCALE_SNAPSHOT_RECORDS = 2_000
+
+
+def turns_over_50ms(port: int) -> int:
+    """Loop turns longer than 50 ms so far (the `relay_loop_turn_seconds` histogram)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    total = below = 0.0
+    for line in text.splitlines():
+        if line.startswith("relay_loop_turn_seconds_count"):
+            total = float(line.split()[1])
+        if line.startswith('relay_loop_turn_seconds_bucket{le="0.05"}'):
+            below = float(line.split()[1])
+    return int(total - below)
+
+
+def scale_run(binary: Path, tag: str, replay_mb: int) -> dict:
+    """One scale run (see the module comment); the figures of both nodes, worst first."""
+    sys.path.insert(0, str(ROOT / "Tests" / "integration"))
+    import scale_load  # noqa: PLC0415  (the scale test's load, one copy)
+
+    procs = Procs()
+    sessions = replay_mb  # each session's replay holds up to 1 MiB (--replay-bytes default)
+    flags = ["--log-level", "warning", "--message-rate", "1000000", "--heartbeat-timeout", "60000",
+             "--replay-budget-bytes", str((replay_mb + 16) << 20), "--snapshot-records", str(SCALE_SNAPSHOT_RECORDS)]
+    try:
+        url = redis(procs, tag)
+        rport = int(url.rsplit(":", 1)[1])
+        servers = []
+        for i in range(2):
+            port = free_port()
+            procs.start([str(binary), "serve", "--listen", f"127.0.0.1:{port}", "--redis", url, "--node-id",
+                         f"n{i + 1}", *flags], SERVER_CPU, RAW / f"{tag}.relay{i + 1}.log")
+            wait_until(lambda: ready(port), 20, f"relay {i + 1}")
+            servers.append(port)
+        memory: list[float] = []
+        done = asyncio.Event()
+
+        async def sample() -> None:
+            while not done.is_set():
+                memory.append(await asyncio.to_thread(used_memory, rport) / 1e6)
+                try:
+                    await asyncio.wait_for(done.wait(), 1.0)
+                except TimeoutError:
+                    pass
+
+        async def load() -> tuple:
+            sampler = asyncio.create_task(sample())
+            urls = [f"ws://127.0.0.1:{p}" for p in servers]
+            senders = await scale_load.join_all(urls, sessions)
+            t0 = time.monotonic()
+            filled = await scale_load.fill(senders, 1_100, 1_000)
+            steady = await scale_load.fill(senders, 1_100, 1_000)
+            wall = time.monotonic() - t0
+            done.set()
+            await sampler
+            return filled, steady, wall
+
+        filled, steady, wall = asyncio.run(load())
+
+        def worst(name: str) -> float:
+            return max(metric(p, name) for p in servers)
+
+        refused = sum(filled.errors.values()) + sum(steady.errors.values())
+        return {
+            "tag": tag, "turnMaxMs": worst("relay_loop_turn_max_microseconds") / 1e3,
+            "snapshotMB": worst("relay_cluster_snapshot_bytes") / 1e6,
+            "captureMs": worst("relay_cluster_snapshot_capture_seconds") * 1e3,
+            "snapshotMs": worst("relay_cluster_snapshot_seconds") * 1e3,
+            "stored": sum(metric(p, "relay_cluster_snapshots_stored_total") for p in servers),
+            "due": metric(servers[0], "relay_cluster_log_position") // SCALE_SNAPSHOT_RECORDS,
+            "redisMaxMB": max(memory or [0]), "redisEndMB": memory[-1] if memory else 0,
+            "over50": max(turns_over_50ms(p) for p in servers), "refused": refused, "p50": steady.quantile(0.5) * 1e3, "p99": steady.quantile(0.99) * 1e3,
+            "msgsPerSec": (filled.ok + steady.ok) / wall,
+        }
+    finally:
+        procs.stop()
+
+
+def scale_rows(replay_mb: int) -> list[str]:
+    before = os.environ.get("BENCH_BEFORE_BIN")
+    builds = [("after", BIN / "relay")] + ([("before", Path(before))] if before else [])
+    rows: dict[str, list[dict]] = {name: [] for name, _ in builds}
+    for i in range(RUNS):  # alternating, so drift on a shared machine hits both
+        for name, binary in builds:
+            r = scale_run(binary, f"scale{replay_mb}-{name}{i}", replay_mb)
+            rows[name].append(r)
+            print(f"  {name} run {i}: {json.dumps(r)}", flush=True)
+    out = [f"| {replay_mb} MB of replay | longest turn ms | turns > 50 ms | snapshot MB | on-loop capture ms | join+digest ms | "
+           "stored / due | Redis max / end MB | refused | p50 ms | p99 ms | msgs/s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, _ in builds:
+        rs = rows[name]
+        out.append(f"| {name} | {median(rs, 'turnMaxMs'):.0f} | {median(rs, 'over50'):.0f} | {median(rs, 'snapshotMB'):.0f} | "
+                   f"{median(rs, 'captureMs'):.1f} | {median(rs, 'snapshotMs'):.0f} | "
+                   f"{median(rs, 'stored'):.0f} / {median(rs, 'due'):.0f} | "
+                   f"{median(rs, 'redisMaxMB'):.0f} / {median(rs, 'redisEndMB'):.0f} | {median(rs, 'refused'):.0f} | "
+                   f"{median(rs, 'p50'):.1f} | {median(rs, 'p99'):.0f} | {median(rs, 'msgsPerSec'):,.0f} |")
+        print(out[-1], flush=True)
+    return out
+
+
 def main() -> None:
-    which = sys.argv[1:] or ["local", "spread", "latency", "kill", "history", "snapshot", "sentinel"]
+    which = sys.argv[1:] or ["local", "spread", "latency", "kill", "history", "snapshot", "sentinel", "scale"]
     RAW.mkdir(parents=True, exist_ok=True)
     lines = [f"# Cluster figures, {STAMP}", "",
              f"Machine: {os.cpu_count()} vCPU; relays on core {SERVER_CPU}, bots and Redis on core {OTHER_CPU}; "
@@ -329,6 +440,11 @@ def main() -> None:
         ctx = sys.modules[__name__]
         ctx.procs = Procs()
         lines += cluster_ha.figures(ctx)
+    for mode, mb in (("scale", 30), ("scale-big", 256)):
+        if mode in which:
+            lines += ["", f"Snapshots at scale, {mb} MB of replay (2 nodes, ~1 KB messages, a snapshot every "
+                      f"{SCALE_SNAPSHOT_RECORDS:,} records; medians of {RUNS}; `before`: BENCH_BEFORE_BIN):", ""]
+            lines += scale_rows(mb)
     out = ROOT / "Benchmarks" / "results" / "cluster.md"
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")

@@ -125,6 +125,9 @@ public final class Replica {
   public var localNode: UInt32 = 0
   /// This replica's digests of its own snapshots, by position (local, the last few).
   var localDigests: [(position: UInt64, digest: [UInt8])] = []
+  /// Stored digests applied before this replica's own digest of their position was
+  /// ready (the shell digests off its loop): compared when it arrives (the last few).
+  var storedDigests: [(position: UInt64, digest: [UInt8])] = []
 
   // Replicated state (in every snapshot).
   /// Position of the last record applied (the append script counts from 1).
@@ -323,8 +326,13 @@ public final class Replica {
     case .admin(let request, let action):
       applied.admin.append((request, Self.run(action, on: core, at: at)))
     case .digest(let p, let digest, let stored):
-      guard stored, let mine = localDigests.last(where: { $0.position == p }), mine.digest != digest else { return }
-      applied.diverged = p
+      guard stored else { return }
+      guard let mine = localDigests.last(where: { $0.position == p }) else {
+        storedDigests.append((p, digest))
+        if storedDigests.count > 4 { storedDigests.removeFirst() }
+        return
+      }
+      if mine.digest != digest { applied.diverged = p }
     case .upgrade(let rules):
       guard let current = self.rules, rules > current.rules else { return }
       applied.upgrade = (rules, ticker)
@@ -396,9 +404,14 @@ public final class Replica {
   }
 
   /// Records this replica's own digest of its snapshot at `position`, to compare with
-  /// the stored one when its `digest` record is applied.
-  public func noteLocalDigest(_ digest: [UInt8], at position: UInt64) {
+  /// the stored one when its `digest` record is applied. True when that record was
+  /// applied already and disagrees: this replica diverged at `position`.
+  @discardableResult
+  public func noteLocalDigest(_ digest: [UInt8], at position: UInt64) -> Bool {
     localDigests.append((position, digest))
     if localDigests.count > 4 { localDigests.removeFirst() }
+    guard let stored = storedDigests.last(where: { $0.position == position }) else { return false }
+    storedDigests.removeAll { $0.position <= position }
+    return stored.digest != digest
   }
 }

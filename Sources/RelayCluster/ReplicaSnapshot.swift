@@ -13,6 +13,13 @@ extension Replica {
   /// `successorRules`: the first snapshot of the generation that takes this one over
   /// in a rolling upgrade — not sealed, and running the newer rules version.
   public func snapshot(successorRules: UInt32? = nil) -> [UInt8] {
+    snapshotParts(successorRules: successorRules).joined()
+  }
+
+  /// `snapshot(successorRules:)` with the core's replay payloads left unjoined: cheap
+  /// enough for the event loop at any replay budget; `joined()` (off the loop) gives
+  /// exactly the bytes of `snapshot`.
+  public func snapshotParts(successorRules: UInt32? = nil) -> SnapshotParts {
     var w = BinaryWriter(capacity: 4_096)
     w.u8(Self.snapshotVersion)
     w.u64(position)
@@ -45,8 +52,9 @@ extension Replica {
     w.u64(pendingGap ?? 0)
     w.bool(successorRules == nil && sealed)
     w.u64(ids.counter)
-    w.bytes(core.snapshot())
-    return w.bytes
+    let coreParts = core.snapshotParts()
+    w.count(coreParts.count)
+    return coreParts.prefixed(with: w.bytes)
   }
 
   /// A replica in the state `snapshot()` wrote. `makeCore` builds the core from its

@@ -3,9 +3,12 @@
 
 extension RelayCore {
   /// The version of the core's rules: bumped whenever the same inputs can give other
-  /// outputs than the previous release gave. Cluster nodes of one generation must
-  /// agree on it (docs/cluster.md, "Versions"; a newer one takes a generation over).
-  public static let rulesVersion: UInt32 = 2
+  /// outputs than the previous release gave, or a generation's keys in Redis change
+  /// layout (version 3: snapshot bytes in their own key, which older nodes cannot
+  /// read). Cluster nodes of one generation must agree on it (docs/cluster.md,
+  /// "Versions"; a newer one takes a generation over, its hand-over written in the
+  /// layout every version reads).
+  public static let rulesVersion: UInt32 = 3
 }
 
 /// Limits and timings the core enforces.

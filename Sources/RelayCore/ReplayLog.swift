@@ -67,6 +67,12 @@ struct ReplayLog {
   /// The kept events, oldest first (seqs from `oldestSeq` on): for snapshots.
   var kept: [(atMonoMs: Int64, body: RecordedBody)] { entries.elements.map { ($0.atMonoMs, $0.body) } }
 
+  /// `kept` without building an array: a snapshot on the loop visits every kept
+  /// event of every session, so it must cost no allocation per event.
+  func forEachKept(_ body: (Int64, RecordedBody) -> Void) {
+    for event in entries.elements { body(event.atMonoMs, event.body) }
+  }
+
   /// Puts back the kept events of a snapshot, charging the budget as recording did,
   /// without trimming: the restored log holds exactly what the snapshotted one held
   /// (age bounds apply lazily, at the next record or resume, in both alike). The

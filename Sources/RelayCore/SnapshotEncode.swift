@@ -26,10 +26,15 @@ extension RelayCore {
 
   /// The core's complete logical state (see the file comment), restorable with
   /// `init(restoring:config:ids:verifyToken:)`. Pure: changes nothing.
-  public func snapshot() -> [UInt8] {
+  public func snapshot() -> [UInt8] { snapshotParts().joined() }
+
+  /// `snapshot()` with the replay payloads left unjoined: what a snapshot costs on
+  /// the caller's thread is the state's skeleton, not its replay history
+  /// (SnapshotParts.swift). `joined()` gives exactly `snapshot()`.
+  public func snapshotParts() -> SnapshotParts {
     var writer = SnapshotWriter(core: self)
     writer.writeCore()
-    return writer.out.bytes
+    return SnapshotParts(written: writer.out.bytes, spliced: writer.spliced)
   }
 }
 
@@ -37,6 +42,8 @@ extension RelayCore {
 struct SnapshotWriter {
   let core: RelayCore
   var out = BinaryWriter(capacity: 4_096)
+  /// Replay payloads kept by reference, to be joined after `out` (SnapshotParts).
+  var spliced: [(at: Int, bytes: [UInt8])] = []
   private(set) var profiles: [Profile] = []
   private var profileIndex: [ObjectIdentifier: UInt32] = [:]
   let connections: [Connection]
@@ -75,7 +82,7 @@ struct SnapshotWriter {
     for c in connections { if let p = c.profile { number(p) } }
     for s in sessions {
       for m in s.members { number(m.profile) }
-      for event in s.replay.kept { if case .joined(let p, _) = event.body { number(p) } }
+      s.replay.forEachKept { _, body in if case .joined(let p, _) = body { number(p) } }
     }
   }
 
@@ -195,15 +202,14 @@ struct SnapshotWriter {
   }
 
   mutating func replayLog(_ log: ReplayLog) {
-    let kept = log.kept
     out.i64(log.oldestSeq ?? 0)
-    out.count(kept.count)
-    for event in kept {
-      out.i64(event.atMonoMs)
-      switch event.body {
+    out.count(log.count)
+    log.forEachKept { atMonoMs, body in
+      out.i64(atMonoMs)
+      switch body {
       case .payload(let payload):
         out.u8(0)
-        out.bytes(payload.bytes)
+        out.bytes(payload.bytes, splicingInto: &spliced)
       case .joined(let p, let wallMs):
         out.u8(1)
         profileRef(p)

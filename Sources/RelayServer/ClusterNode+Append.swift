@@ -139,9 +139,11 @@ enum RedisScript: CaseIterable {
   case found
   /// Appends one record. KEYS: generation, seq, log. ARGV: generation name, batch.
   case append
-  /// Stores a snapshot if newer than the stored one, trims the log behind the
-  /// previous snapshot, and appends the storer's digest record.
-  /// KEYS: generation, seq, log, snapshot. ARGV: name, batch, position, id, digest, bytes.
+  /// Swaps in a snapshot staged in chunks (ClusterNode+SnapshotStore.swift) if newer
+  /// than the stored one and staged whole, trims the log behind the previous
+  /// snapshot, and appends the storer's digest record; 'old' or 'short' otherwise.
+  /// KEYS: generation, seq, log, snapshot, snapshot-bytes, staging.
+  /// ARGV: name, batch, position, id, digest, byte count.
   case snapshot
   /// Hands a generation over to its successor (rolling upgrade): if the generation
   /// is still `ARGV[1]`, makes `ARGV[2]` current with its meta line, position counter
@@ -200,9 +202,19 @@ enum RedisScript: CaseIterable {
 
   private static let snapshotBody = """
     local stored = tonumber(redis.call('HGET', KEYS[4], 'pos') or '0')
-    if tonumber(ARGV[3]) <= stored then return 'old' end
+    if tonumber(ARGV[3]) <= stored then
+      redis.call('DEL', KEYS[6])
+      return 'old'
+    end
+    if redis.call('STRLEN', KEYS[6]) ~= tonumber(ARGV[6]) then
+      redis.call('DEL', KEYS[6])
+      return 'short'
+    end
     local previous = redis.call('HGET', KEYS[4], 'id')
-    redis.call('HSET', KEYS[4], 'pos', ARGV[3], 'id', ARGV[4], 'digest', ARGV[5], 'bytes', ARGV[6])
+    redis.call('RENAME', KEYS[6], KEYS[5])
+    redis.call('PERSIST', KEYS[5])
+    redis.call('HDEL', KEYS[4], 'bytes')
+    redis.call('HSET', KEYS[4], 'pos', ARGV[3], 'id', ARGV[4], 'digest', ARGV[5])
     if previous then redis.call('XTRIM', KEYS[3], 'MINID', previous) end
 
     """

@@ -16,8 +16,8 @@ extension ClusterNode {
     guard let g = generation else { return }
     state = .catchingUp
     readEpoch &+= 1
-    let fields = ["pos", "id", "digest", "bytes"].map { Array($0.utf8) }
-    commands?.send([Array("HMGET".utf8), Self.key("snapshot", g)] + fields, limitMs: 30_000) { [weak self] reply in
+    let read = [Array("EVAL".utf8), Self.readSnapshotSource, Array("2".utf8), Self.key("snapshot", g)]
+    commands?.send(read + [Self.key("snapshot-bytes", g)], limitMs: 30_000) { [weak self] reply in
       guard let self, self.generation == g else { return }
       guard case .array(let items?)? = reply, items.count == 4 else { return self.dropConnections() }
       guard let bytes = items[3].bytes else {
@@ -40,34 +40,88 @@ extension ClusterNode {
     }
   }
 
+  /// Reads a snapshot's fields and bytes in one script, so that a swap in between
+  /// (SnapshotStore) cannot pair one snapshot's digest with another's bytes. The
+  /// bytes are in the hash when a hand-over wrote them, in their own key otherwise.
+  static let readSnapshotSource = Array(
+    """
+    local h = redis.call('HMGET', KEYS[1], 'pos', 'id', 'digest', 'bytes')
+    if not h[4] then h[4] = redis.call('GET', KEYS[2]) end
+    return h
+    """.utf8)
+
   /// The digest of a snapshot recorded in the log: the first 16 bytes of its SHA-256.
   static func digest(_ bytes: [UInt8]) -> [UInt8] { Array(Crypto.sha256(bytes).prefix(16)) }
 
   /// Every replica snapshots at the same position; the ticker stores its snapshot
-  /// (and trims the log), the others log their digest for comparison.
+  /// (and trims the log), the others log their digest for comparison. On the loop
+  /// only the skeleton is written (replay payloads are kept by reference); joining
+  /// and digesting run on the thread pool, storing in chunks (SnapshotStore).
+  /// While one is on its way, the newest two due ones wait (an older waiting one is
+  /// superseded, counted): work and memory never pile up behind a slow Redis, and
+  /// the last two positions of a burst are always stored, so the trim behind the
+  /// previous snapshot keeps the log at about one interval.
   func snapshotDue(at position: UInt64, id: String) {
     guard let replica = server.replica, let g = generation else { return }
     let started = Loop.hrtimeNs()
-    let bytes = replica.snapshot()
-    let digest = Self.digest(bytes)
-    stats.snapshotNs = Loop.hrtimeNs() &- started
-    replica.noteLocalDigest(digest, at: position)
-    guard state == .ready, number != 0 else { return }
-    guard replica.ticker == number else {
-      return append(.digest(position: position, digest: digest, stored: false))
+    let capture = SnapshotCapture(
+      parts: replica.snapshotParts(), position: position, id: id, epoch: readEpoch, generation: g, replica: replica)
+    stats.snapshotCaptureNs = Loop.hrtimeNs() &- started
+    guard !snapshotBusy else {
+      snapshotWaiting.append(capture)
+      if snapshotWaiting.count > Self.snapshotsWaitingMax {
+        snapshotWaiting.removeFirst()
+        stats.snapshotsSuperseded += 1
+      }
+      return
     }
-    let batch = LogBatch(node: number, inputs: [.digest(position: position, digest: digest, stored: true)])
-    let keys = [Self.generationKey, Self.key("seq", g), Self.key("log", g), Self.key("snapshot", g)]
-    let args = [
-      Array(g.utf8), batch.encoded(), Array(String(position).utf8), Array(id.utf8), Array(Crypto.hex(digest).utf8),
-      bytes,
-    ]
-    stats.snapshotBytes = UInt64(bytes.count)
-    run(.snapshot, keys: keys, args: args) { [weak self] reply in
+    process(capture)
+  }
+
+  private func process(_ capture: SnapshotCapture) {
+    snapshotBusy = true
+    let parts = capture.parts
+    server.loop.offload({ Self.joinAndDigest(parts) }) { [weak self] done in
       guard let self else { return }
-      if case .bulk? = reply { self.stats.snapshotsStored += 1 }
-      self.appended(reply, [])
+      self.stats.snapshotNs = done.ns
+      guard let replica = capture.replica, self.server.replica === replica, self.readEpoch == capture.epoch,
+        self.generation == capture.generation
+      else { return self.snapshotFinished() }
+      let store = SnapshotStore(bytes: done.bytes, digest: done.digest, position: capture.position, id: capture.id)
+      self.snapshotReady(store, replica, capture.generation)
     }
+  }
+
+  static let snapshotsWaitingMax = 2
+
+  /// The snapshot on its way is stored, abandoned or only digested: the waiting one goes.
+  func snapshotFinished() {
+    snapshotBusy = false
+    guard !snapshotWaiting.isEmpty else { return }
+    process(snapshotWaiting.removeFirst())
+  }
+
+  /// Off the loop: the snapshot's bytes, their digest, and how long both took.
+  private static func joinAndDigest(_ parts: SnapshotParts) -> (bytes: [UInt8], digest: [UInt8], ns: UInt64) {
+    let started = Loop.hrtimeNs()
+    let bytes = parts.joined()
+    let digest = digest(bytes)
+    return (bytes, digest, Loop.hrtimeNs() &- started)
+  }
+
+  private func snapshotReady(_ snapshot: SnapshotStore, _ replica: Replica, _ g: String) {
+    if replica.noteLocalDigest(snapshot.digest, at: snapshot.position) {
+      snapshotWaiting = []
+      snapshotFinished()
+      return diverged(at: snapshot.position)
+    }
+    guard state == .ready, number != 0 else { return snapshotFinished() }
+    guard replica.ticker == number else {
+      append(.digest(position: snapshot.position, digest: snapshot.digest, stored: false))
+      return snapshotFinished()
+    }
+    stats.snapshotBytes = UInt64(snapshot.bytes.count)
+    store(snapshot, generation: g, offset: 0)
   }
 
   /// This replica's state disagrees with the stored snapshot at `position`: its
@@ -134,7 +188,7 @@ extension ClusterNode {
     let r = server.clusterRules
     let meta = "\(r.format) \(rules) \(Crypto.hex(r.configDigest))"
     var keys = [Self.generationKey] + ["meta", "seq", "snapshot", "log"].map { Self.key($0, fresh) }
-    keys += ["meta", "seq", "log", "snapshot"].map { Self.key($0, g) }
+    keys += ["meta", "seq", "log", "snapshot", "snapshot-bytes"].map { Self.key($0, g) }
     let args = [g, fresh, meta, String(replica.position), Crypto.hex(digest)].map { Array($0.utf8) } + [bytes]
     run(.handoff, keys: keys, args: args) { [weak self] reply in
       self?.logger.info("cluster state handed over", metadata: ["reply": "\(reply?.string ?? "none")"])

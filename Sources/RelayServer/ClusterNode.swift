@@ -19,7 +19,8 @@ import RelayPrimitives
 /// - `relay:{relay}:meta:GEN`: `format rules configDigest` every node must share.
 /// - `relay:{relay}:seq:GEN`: the position counter of the append script.
 /// - `relay:{relay}:log:GEN`: the log, a Stream of records (fields `e`, `n`, `t`).
-/// - `relay:{relay}:snapshot:GEN`: the newest snapshot (hash: pos, id, digest, bytes).
+/// - `relay:{relay}:snapshot:GEN` (hash: pos, id, digest), `…:snapshot-bytes:GEN`, and
+///   `…:snapshot-staging:GEN:N`: the newest snapshot, and node N's upload of the next.
 final class ClusterNode {
   enum State: Equatable {
     case down
@@ -79,6 +80,9 @@ final class ClusterNode {
   /// Bumped whenever the replica is replaced: replies of reads issued for an older
   /// one are dropped.
   var readEpoch: UInt64 = 0
+  /// A snapshot is being joined, digested or stored; the newest due ones wait.
+  var snapshotBusy = false
+  var snapshotWaiting: [SnapshotCapture] = []
   /// With `redis+sentinel://`: asks the sentinels for the primary, follows failovers.
   var sentinels: SentinelClient?
   /// The primary the connections go (or went) to.
@@ -196,7 +200,7 @@ final class ClusterNode {
   private func bootstrap(replacing stale: String? = nil) {
     let fresh = Crypto.hex(Crypto.randomBytes(32))
     var keys = [Self.generationKey, Self.key("meta", fresh), Self.key("seq", fresh)]
-    if let stale { keys += ["meta", "seq", "log", "snapshot"].map { Self.key($0, stale) } }
+    if let stale { keys += ["meta", "seq", "log", "snapshot", "snapshot-bytes"].map { Self.key($0, stale) } }
     let args = [Array(fresh.utf8), Array(ruleLine.utf8), Array((stale ?? "").utf8)]
     run(.found, keys: keys, args: args) { [weak self] reply in
       guard let self, let g = reply?.string, !g.isEmpty else { return self?.dropConnections() ?? () }

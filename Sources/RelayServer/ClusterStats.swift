@@ -13,8 +13,14 @@ struct ClusterStats {
   var divergences: UInt64 = 0
   var snapshotsStored: UInt64 = 0
   var snapshotBytes: UInt64 = 0
-  /// How long the last snapshot took to serialize and digest.
+  /// How long the last snapshot took to join and digest (off the loop).
   var snapshotNs: UInt64 = 0
+  /// How long the last snapshot held the loop (its skeleton, payloads by reference).
+  var snapshotCaptureNs: UInt64 = 0
+  /// Due snapshots replaced by a newer one while the one before was on its way.
+  var snapshotsSuperseded: UInt64 = 0
+  /// Uploads abandoned (connection lost, Redis refused, staged bytes incomplete).
+  var snapshotStoreFailures: UInt64 = 0
   var snapshotLoads: UInt64 = 0
 }
 

@@ -242,6 +242,9 @@ extension RelayServer {
     metrics.mirrorCounter("relay_cluster_snapshot_loads_total", s.snapshotLoads)
     metrics.mirror("relay_cluster_snapshot_bytes", Int(s.snapshotBytes))
     metrics.mirror("relay_cluster_snapshot_seconds", Double(s.snapshotNs) / 1e9)
+    metrics.mirror("relay_cluster_snapshot_capture_seconds", Double(s.snapshotCaptureNs) / 1e9)
+    metrics.mirrorCounter("relay_cluster_snapshots_superseded_total", s.snapshotsSuperseded)
+    metrics.mirrorCounter("relay_cluster_snapshot_store_failures_total", s.snapshotStoreFailures)
     metrics.mirror("relay_cluster_log_position", Int(clamping: replica?.position ?? 0))
   }
 }

@@ -358,6 +358,18 @@ private struct World {
     #expect(r.apply(record(6, at: t, node: 2, [.digest(position: 3, digest: [9], stored: true)])).diverged == 3)
   }
 
+  /// The shell digests off its loop, so the stored digest of a position may be applied
+  /// before this replica's own is ready: the comparison then happens when it is.
+  @Test func aStoredDigestAppliedBeforeTheLocalOneIsComparedWhenItArrives() throws {
+    let (r, t) = joined()
+    #expect(r.apply(record(4, at: t, node: 2, [.digest(position: 3, digest: [9], stored: true)])).diverged == nil)
+    #expect(r.apply(record(5, at: t, node: 2, [.digest(position: 4, digest: [1], stored: true)])).diverged == nil)
+    #expect(r.noteLocalDigest([1, 2, 3], at: 3), "disagrees with the stored digest of position 3")
+    #expect(!r.noteLocalDigest([1], at: 4), "agrees with the stored digest of position 4")
+    #expect(!r.noteLocalDigest([7], at: 5), "nothing stored for position 5 yet")
+    #expect(r.apply(record(6, at: t, node: 2, [.digest(position: 5, digest: [7], stored: true)])).diverged == nil)
+  }
+
   @Test func snapshotsAreDueByRecordsAndRestoreRefusesHostileBytes() throws {
     let (r, t) = joined()
     var due: [UInt64] = []

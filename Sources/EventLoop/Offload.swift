@@ -1,0 +1,62 @@
+import CLibUV
+
+extension Loop {
+  /// Runs `work` on libuv's thread pool (`uv_queue_work`, `docs/src/threadpool.rst`)
+  /// and then `completion` with its result on the loop thread: for work that would
+  /// stall every connection of the loop if it ran there (joining and digesting a
+  /// snapshot of hundreds of megabytes). `work` gets only what it captures, which must
+  /// be Sendable: it must not touch the loop or anything the loop owns.
+  /// The pending request keeps the loop running until `completion` has run; it runs
+  /// exactly once (also when the work could not be queued: then on this thread, now).
+  public func offload<T: Sendable>(_ work: @escaping @Sendable () -> T, _ completion: @escaping (T) -> Void) {
+    let request = UnsafeMutablePointer<uv_work_t>.allocate(capacity: 1)
+    let job = Unmanaged.passRetained(OffloadJob(work: work, completion: completion))
+    request.pointee.data = job.toOpaque()
+    guard uv_queue_work(rawLoop, request, offloadWorkCallback, offloadDoneCallback) == 0 else {
+      // Refused before anything was queued: no callback will come.
+      request.deallocate()
+      let taken = job.takeRetainedValue()
+      taken.run()
+      taken.finish()
+      return
+    }
+  }
+}
+
+/// One `uv_queue_work` request: the work, its result and the completion. libuv calls
+/// `work` on a pool thread, then `after_work` on the loop thread once the work has
+/// returned (its queue hand-over orders the two), so `result` is written by one
+/// thread and read by the other strictly afterwards: hence `@unchecked Sendable`.
+/// Kept alive by one Unmanaged +1 in `req.data`, released in `after_work`.
+private final class OffloadJob: @unchecked Sendable {
+  private let runWork: () -> Void
+  private let deliver: () -> Void
+
+  init<T: Sendable>(work: @escaping @Sendable () -> T, completion: @escaping (T) -> Void) {
+    let box = ResultBox<T>()
+    runWork = { box.value = work() }
+    deliver = {
+      guard let value = box.value else { preconditionFailure("offloaded work finished without a result") }
+      completion(value)
+    }
+  }
+
+  func run() { runWork() }
+  func finish() { deliver() }
+}
+
+private final class ResultBox<T>: @unchecked Sendable {
+  var value: T?
+}
+
+private func offloadWorkCallback(_ request: UnsafeMutablePointer<uv_work_t>?) {
+  guard let data = request?.pointee.data else { return }
+  Unmanaged<OffloadJob>.fromOpaque(data).takeUnretainedValue().run()
+}
+
+private func offloadDoneCallback(_ request: UnsafeMutablePointer<uv_work_t>?, _: Int32) {
+  guard let request, let data = request.pointee.data else { return }
+  let job = Unmanaged<OffloadJob>.fromOpaque(data).takeRetainedValue()
+  request.deallocate()
+  job.finish()
+}
