@@ -62,9 +62,9 @@ struct Serve: ParsableCommand {
   var redisMinReplicas: Int?
   @Option(name: .customLong("node-id"), help: "This node's name in a cluster (default: random, logged).") var nodeId: String?
   @Option(name: .customLong("node-timeout"), help: "ms of silence after which a cluster node is dead") var nodeTimeout: Int?
-  @Option(name: .customLong("snapshot-records"), help: "cluster: records between snapshots of the shared state")
+  @Option(name: .customLong("snapshot-records"), help: "cluster and --data-dir: records between snapshots of the state")
   var snapshotRecords: Int?
-  @Option(name: .customLong("snapshot-bytes"), help: "cluster: bytes of records between snapshots of the shared state")
+  @Option(name: .customLong("snapshot-bytes"), help: "cluster and --data-dir: bytes of records between snapshots of the state")
   var snapshotBytes: Int?
   @Flag(name: .customLong("redis-skip-policy-check"), help: "cluster: trust Redis's maxmemory-policy without reading it")
   var redisSkipPolicyCheck = false
