@@ -134,9 +134,13 @@ final class DataDir {
 /// A file written at its end: a log segment, or a snapshot being written.
 final class AppendFile {
   let path: String
-  private var fd: Int32
+  private(set) var fd: Int32
   /// Bytes known to be in the file (written in full).
   private(set) var length: Int
+  /// An `fdatasync` of it runs on libuv's thread pool (`FileSync`): closing waits
+  /// for it, so the descriptor is never reused under the sync.
+  var syncing = false
+  var closeWhenSynced = false
 
   init(dir: DataDir, name: String, truncate: Bool = false) throws(FileError) {
     path = dir.file(name)
@@ -170,6 +174,10 @@ final class AppendFile {
   }
 
   func close() {
+    if syncing {
+      closeWhenSynced = true
+      return
+    }
     if fd >= 0 { _ = Glibc.close(fd) }
     fd = -1
   }

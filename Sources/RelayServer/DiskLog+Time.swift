@@ -16,17 +16,19 @@ extension DiskLog {
     armTicker()
   }
 
-  /// Once a second: `everysec`'s `fdatasync` (on the loop thread: one call covers
-  /// the second's writes), and a beat while clients are connected and nothing else
-  /// was logged.
+  /// Once a second: `everysec`'s `fdatasync` (one call covers the second's writes,
+  /// on libuv's thread pool so a slow disk does not stall the loop), and a beat
+  /// while clients are connected and nothing else was logged.
   private func housekeep() {
-    if config.fsync == .everysec, unsynced, failure == nil, let segment {
-      do {
-        try segment.sync()
-        unsynced = false
-        stats.fsyncs &+= 1
-      } catch {
-        fail(error)
+    if config.fsync == .everysec, unsynced, failure == nil, let segment, !segment.syncing {
+      unsynced = false
+      segment.syncing = true
+      FileSync.dataSync(segment.fd, on: server.loop) { [weak self] result in
+        segment.syncing = false
+        if segment.closeWhenSynced { segment.close() }
+        guard let self, !self.stopped else { return }
+        self.stats.fsyncs &+= 1
+        if result != 0 { self.fail(FileError("fdatasync", segment.path, code: -result)) }
       }
     }
     if failure == nil, server.websocketCount > 0, server.loop.nowMs >= lastRecordLoopMs + Self.beatMs {
