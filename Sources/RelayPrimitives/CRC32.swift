@@ -14,9 +14,18 @@ public enum CRC32 {
 
   /// The checksum of `bytes`, continuing `crc` (0 to start).
   public static func checksum(_ bytes: some Sequence<UInt8>, continuing crc: UInt32 = 0) -> UInt32 {
+    // One loop over raw bytes: a generic iterator here is not specialized across the
+    // module boundary and costs a call per byte.
+    if let sum = bytes.withContiguousStorageIfAvailable({ checksum(UnsafeRawBufferPointer($0), continuing: crc) }) {
+      return sum
+    }
+    return Array(bytes).withUnsafeBytes { checksum($0, continuing: crc) }
+  }
+
+  public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
     var c = ~crc
     table.withUnsafeBufferPointer { t in
-      for b in bytes { c = t[Int((c ^ UInt32(b)) & 0xff)] ^ (c >> 8) }
+      for b in bytes { c = t[Int(UInt8(truncatingIfNeeded: c) ^ b)] ^ (c >> 8) }
     }
     return ~c
   }
