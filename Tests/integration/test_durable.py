@@ -88,3 +88,22 @@ async def test_hands_and_resume_survive_a_restart(tmp_path, how):
     assert [h["uid"] for h in snapshot["hands"]] == ["carol", "alice", "bob"], snapshot
     assert hands_before["data"] == {"n": 1}
     relay.terminate()
+
+
+async def test_grace_that_passed_while_down_has_timed_out_at_start(tmp_path):
+    flags = [*FLAGS[:-4], "--grace", "1500", "--idle-timeout", "600000"]
+    relay = DurableRelay(tmp_path / "data", *flags)
+    alice, alice_welcome = await dev(relay, "alice")
+    alice_joined = await join(alice)
+    bob, _ = await dev(relay, "bob")
+    await join(bob)
+    await ok(bob, {"type": "hand.raise", "id": "h", "session": "room"})
+    relay.kill()
+    await asyncio.sleep(2.0)  # the time spent down is what is tested: it must pass the grace
+    relay = DurableRelay(relay.data_dir, *flags)
+    carol, _ = await dev(relay, "carol")
+    joined = await join(carol)
+    assert [p["uid"] for p in joined["participants"]] == ["carol"] and joined["hands"] == [], joined
+    back, w = await dev(relay, "alice", resume={"token": alice_welcome["resumeToken"], "sessions": {"room": alice_joined["seq"]}})
+    assert w["resumed"] is False, w
+    relay.terminate()
