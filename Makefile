@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:8080
 # command-line flag, since SwiftPM refuses unsafeFlags in a versioned dependency.
 RELEASE_FLAGS ?= -c release -Xswiftc -enforce-exclusivity=unchecked
 
-.PHONY: deps test-deps build release run test unit integration bench bench-abuse bench-cluster bench-push bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan clean
+.PHONY: deps test-deps build release run test unit integration bench bench-abuse bench-cluster bench-durable bench-push bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -56,6 +56,12 @@ bench-abuse: release
 bench-cluster: release
 	$(SWIFT) build $(RELEASE_FLAGS) --product relay-bots
 	python3 Benchmarks/cluster.py
+
+# Durable single-node figures (Benchmarks/results/durable.md): throughput without a data
+# dir and with each --fsync mode, disk bytes per record, restart-to-ready.
+bench-durable: release
+	$(SWIFT) build $(RELEASE_FLAGS) --product relay-bots
+	python3 Benchmarks/durable.py
 
 # Push figures (Benchmarks/results/push.md): ring → push on the wire, pushes/s to a local
 # HTTP/2 sink (nghttpd, `make test-deps`), memory per registered device.

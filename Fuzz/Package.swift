@@ -28,6 +28,7 @@ let package = Package(
     .executableTarget(name: "FuzzRESP", dependencies: ["RESPCodec", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzJWT", dependencies: ["RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzLogRecord", dependencies: ["RelayCluster", "RelayCore", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
+    .executableTarget(name: "FuzzDataFile", dependencies: ["RelayCluster", "RelayCore", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
     .executableTarget(name: "FuzzSnapshot", dependencies: ["RelayCore", "RelayProtocol", "FuzzDriver"], swiftSettings: instrumented, linkerSettings: link),
   ]
 )

@@ -82,3 +82,31 @@ for r in [b"+OK\r\n-ERR no\r\n:42\r\n:-9223372036854775808\r\n", b"$5\r\nab\r\nc
           b"*1\r\n" * 10 + b":1\r\n", b"*9223372036854775807\r\n", b"$100\r\n" + b"x" * 100 + b"\r\n",
           b"$3\r\nabcd\r\n", b":99999999999999999999\r\n", b"*2\r\n:1\r\n?\r\n"]:
     put("FuzzRESP", split + r)
+
+# FuzzDataFile: a log segment's header (RelayCluster/DataFile.swift) and record frames
+# (position, time, LogBatch of node 1: a tick, an open, a text), whole, torn and flipped.
+import zlib
+
+
+def data_header(kind=b"RELAYLOG", rules=1):
+    body = kind + struct.pack("<HBBI", 1, 3, 1, rules) + b"\x01" * 32
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def data_frame(payload):
+    return struct.pack("<II", len(payload), zlib.crc32(payload)) + payload
+
+
+def batch(*inputs):
+    return b"\x03" + struct.pack("<I", 1) + b"".join(struct.pack("<I", len(i)) + i for i in inputs)
+
+
+conn = struct.pack("<Q", 1 << 40 | 1)
+records = [data_frame(struct.pack("<Qq", p, 1000 + p) + b) for p, b in
+           [(2, batch(b"\x04")), (3, batch(b"\x05" + conn)),
+            (4, batch(b"\x06" + conn + struct.pack("<I", 16) + b'{"type":"hello"}'))]]
+segment = data_header() + b"".join(records)
+put("FuzzDataFile", segment)
+put("FuzzDataFile", segment[:-7])
+put("FuzzDataFile", segment[:60] + bytes([segment[60] ^ 0x10]) + segment[61:])
+put("FuzzDataFile", data_header(b"RELAYSNP", rules=7) + data_frame(b"\x01" + b"\x00" * 40))

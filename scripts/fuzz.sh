@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
 SCRATCH="$PWD/.build-fuzz"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(FuzzFrames FuzzHTTPHead FuzzJSON FuzzCommand FuzzJWT FuzzRESP FuzzSnapshot FuzzLogRecord)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(FuzzFrames FuzzHTTPHead FuzzJSON FuzzCommand FuzzJWT FuzzRESP FuzzSnapshot FuzzLogRecord FuzzDataFile)
 
 (cd Fuzz && nice -n 19 swift build -c release --scratch-path "$SCRATCH")
 mkdir -p "$SCRATCH/artifacts"

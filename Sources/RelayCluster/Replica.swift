@@ -134,7 +134,7 @@ public final class Replica {
   public internal(set) var position: UInt64 = 0
   /// The log's clock, monotonic; `lastRawMs` is the last record's own `t`.
   public internal(set) var clockMs: Int64 = 0
-  var lastRawMs: Int64 = 0
+  public internal(set) var lastRawMs: Int64 = 0
   /// Live nodes by number; numbers below `nextNumber` not in it are gone for good.
   public internal(set) var nodes: [UInt32: NodeRecord] = [:]
   var nextNumber: UInt32 = 1

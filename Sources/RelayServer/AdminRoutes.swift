@@ -95,6 +95,7 @@ extension RelayServer {
     refreshPushMetrics()
     refreshTurnMetrics()
     refreshClusterMetrics()
+    refreshDiskMetrics()
     refreshTLSMetrics()
     refreshOutboundMetrics()
   }

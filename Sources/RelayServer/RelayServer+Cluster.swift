@@ -126,7 +126,8 @@ extension RelayServer {
   /// What this node shares with every node of its generation.
   var clusterRules: ClusterRules {
     let digest = Crypto.sha256(Array(config.sharedFlags { Crypto.hex(Crypto.sha256(Array($0.utf8))) }.utf8))
-    return ClusterRules(rules: config.cluster?.rulesVersion ?? RelayCore.rulesVersion, configDigest: digest)
+    let rules = config.cluster?.rulesVersion ?? config.durable?.rulesVersion ?? RelayCore.rulesVersion
+    return ClusterRules(rules: rules, configDigest: digest)
   }
 
   /// Applies one record of the log to the replica and performs this node's share of
@@ -134,11 +135,17 @@ extension RelayServer {
   func applyRecord(_ raw: RawRecord) -> Applied {
     guard let replica else { return Applied() }
     let applied = replica.apply(raw)
+    performApplied(applied)
+    return applied
+  }
+
+  /// This node's share of an applied record's effects: its sockets' writes, and its
+  /// own records' webhooks, pushes and admin answers.
+  func performApplied(_ applied: Applied) {
     perform(applied.effects, ownsSideEffects: applied.ours)
     if applied.ours {
       for (request, result) in applied.admin { answerAdmin(request, result) }
     }
-    return applied
   }
 
   /// A replica for a generation: empty, or restored from a stored snapshot (nil if
@@ -155,8 +162,8 @@ extension RelayServer {
     let ids = LogIdentifiers(seed: seed) { Crypto.hmacSHA256(key: $0, message: $1) }
     var replicaConfig = ReplicaConfig(
       nodeTimeoutMs: config.cluster?.nodeTimeoutMs ?? 5_000, limits: LogLimits(maxTextBytes: config.maxMessageBytes))
-    replicaConfig.snapshotRecords = max(1, config.cluster?.snapshotRecords ?? 50_000)
-    replicaConfig.snapshotBytes = max(1, config.cluster?.snapshotBytes ?? 32 << 20)
+    replicaConfig.snapshotRecords = max(1, config.cluster?.snapshotRecords ?? config.durable?.snapshotRecords ?? 50_000)
+    replicaConfig.snapshotBytes = max(1, config.cluster?.snapshotBytes ?? config.durable?.snapshotBytes ?? 32 << 20)
     let fresh: Replica
     if let bytes {
       let verify = verifyToken
@@ -205,7 +212,7 @@ extension RelayServer {
   /// Clustered, each node pings and times out its own sockets (§5) and logs their
   /// loss; the replicated core sees only logged inputs.
   func clusterHeartbeats() {
-    guard cluster != nil else { return }
+    guard replica != nil else { return }
     let nowMs = loop.nowMs
     let interval = UInt64(max(0, config.core.heartbeatIntervalMs))
     let timeout = UInt64(max(0, config.core.heartbeatTimeoutMs))

@@ -22,8 +22,17 @@ public final class RelayServer {
   let verifyToken: (String, Int64) -> Identity?
   /// Cluster mode (contract §12): the bus and the replica; nil standalone.
   var cluster: ClusterNode?
-  /// Where every input of the core goes: the cluster node, or the core at once.
-  private(set) lazy var inputs: any InputLog = cluster ?? LocalLog(server: self)
+  /// `--data-dir`: the durable single node's log (DiskLog.swift); nil otherwise.
+  var disk: DiskLog?
+  /// Where every input of the core goes: the cluster node, the data dir, or the core
+  /// at once. Chosen on first use, which `start()` precedes.
+  private(set) lazy var inputs: any InputLog = chooseInputs()
+
+  private func chooseInputs() -> any InputLog {
+    if let cluster { return cluster }
+    if let disk { return disk }
+    return LocalLog(server: self)
+  }
   var replica: Replica?
   /// Cluster mode: each socket's last inbound frame (loop ms), for the shell's
   /// heartbeats (§5), and the admin requests waiting for their log entry.
@@ -83,6 +92,7 @@ public final class RelayServer {
     loop.flushBudgetNs = UInt64(max(0, config.turnWriteBudgetMs)) * 1_000_000
     // protocol/ §5.6: a turn's membership events go out as one diff per session.
     loop.beforeCork = { [unowned self] in
+      self.disk?.commit()  // the turn's records are written before anything they caused goes out
       guard self.core.hasPendingPresenceDiffs else { return }
       self.core.flushPresenceDiffs()
       self.applyEffects()
@@ -102,6 +112,7 @@ public final class RelayServer {
     logger.debug("open file limit", metadata: ["limit": "\(files)"])
     let l: TCPListener
     do {
+      try startDisk()
       try loadTLS()
       webhookClient = try makeWebhookClient()
       pushService = try makePushService()
@@ -117,6 +128,8 @@ public final class RelayServer {
       webhookClient = nil
       pushService?.close()
       pushService = nil
+      disk?.stopTimers()
+      disk?.finish()
       loop.close()  // nothing else was created yet; every handle is closed before the loop goes
       throw error
     }
@@ -162,6 +175,7 @@ public final class RelayServer {
   /// Runs the loop until the server has drained and closed everything.
   public func run() {
     loop.run()
+    disk?.finish()
     loop.close()
   }
 
@@ -375,7 +389,8 @@ public final class RelayServer {
   }
 
   private func armCoreTimer() {
-    guard cluster == nil, let timer = coreTimer else { return }
+    // With a log of records, the core's deadlines fire through logged ticks.
+    guard replica == nil, let timer = coreTimer else { return }
     let next = core.nextDeadline
     if next == armedCoreDeadline { return }
     armedCoreDeadline = next
@@ -451,6 +466,7 @@ public final class RelayServer {
       closeDeferredReads()
       webhookClient?.close()  // contract §11: a pending webhook never holds the exit
       pushService?.close()  // nor a pending push
+      disk?.stopTimers()  // the log itself is closed after the loop (run)
       if force { cluster?.close() } else { cluster?.leave {} }
       for s in signals { s.close() }
       signals = []

@@ -71,6 +71,9 @@ public struct ServerConfig: Sendable {
   public var push: PushSettings?
   /// Cluster mode (contract §12); nil runs standalone.
   public var cluster: ClusterConfig?
+  /// `--data-dir` (contract §12a): standalone, the state kept on disk; nil runs in
+  /// memory. Never with `cluster`.
+  public var durable: DurableConfig?
 
   public init(core: CoreConfig) { self.core = core }
 
@@ -80,4 +83,30 @@ public struct ServerConfig: Sendable {
   public static func isLoopback(_ host: String) -> Bool {
     host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
   }
+}
+
+/// `--data-dir` and `--fsync` (contract §12a; docs/operating.md, "Data dir").
+public struct DurableConfig: Sendable {
+  /// When a record is forced to the disk (`fdatasync`), as Redis's `appendfsync`.
+  public enum Fsync: String, Sendable, CaseIterable {
+    /// Before any answer or event the record caused goes out: one `fdatasync` per
+    /// loop turn for every record of the turn (group commit).
+    case always
+    /// About once a second: a power loss may lose the last second of acknowledged
+    /// records; a process crash loses none (they are written before the answers).
+    case everysec
+    /// Never: the kernel writes back when it likes (a power loss may lose more).
+    case no
+  }
+
+  public var dir: String
+  public var fsync = Fsync.everysec
+  /// `--snapshot-records` / `--snapshot-bytes`, as in a cluster.
+  public var snapshotRecords: UInt64 = 50_000
+  public var snapshotBytes: UInt64 = 32 << 20
+  /// The rules version this binary writes and reads (tests of a foreign data dir set
+  /// another through `RELAY_TEST_RULES_VERSION`).
+  public var rulesVersion: UInt32 = RelayCore.rulesVersion
+
+  public init(dir: String) { self.dir = dir }
 }

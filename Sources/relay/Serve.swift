@@ -62,12 +62,18 @@ struct Serve: ParsableCommand {
   var redisMinReplicas: Int?
   @Option(name: .customLong("node-id"), help: "This node's name in a cluster (default: random, logged).") var nodeId: String?
   @Option(name: .customLong("node-timeout"), help: "ms of silence after which a cluster node is dead") var nodeTimeout: Int?
-  @Option(name: .customLong("snapshot-records"), help: "cluster: records between snapshots of the shared state")
+  @Option(name: .customLong("snapshot-records"), help: "cluster and --data-dir: records between snapshots of the state")
   var snapshotRecords: Int?
-  @Option(name: .customLong("snapshot-bytes"), help: "cluster: bytes of records between snapshots of the shared state")
+  @Option(name: .customLong("snapshot-bytes"), help: "cluster and --data-dir: bytes of records between snapshots of the state")
   var snapshotBytes: Int?
   @Flag(name: .customLong("redis-skip-policy-check"), help: "cluster: trust Redis's maxmemory-policy without reading it")
   var redisSkipPolicyCheck = false
+  @Option(
+    name: .customLong("data-dir"),
+    help: "Standalone: keep the state in this directory (log + snapshots) so a restart loses nothing; see docs/operating.md.")
+  var dataDir: String?
+  @Option(name: .customLong("fsync"), help: "With --data-dir: always|everysec|no (default everysec), as Redis's appendfsync.")
+  var fsync: String?
   @Option(name: .customLong("log-level"), help: "trace|debug|info|notice|warning|error") var logLevel: String?
   @OptionGroup(title: "Push providers") var push: PushOptions
 
@@ -112,6 +118,10 @@ struct Serve: ParsableCommand {
         "cluster mode",
         metadata: ["node": "\(cluster.nodeId)", "redis": "\(target.description)", "min-replicas": "\(cluster.minReplicas)"])
     }
+    config.durable = try makeDurable(config)
+    if let durable = config.durable {
+      logger.info("data dir", metadata: ["dir": "\(durable.dir)", "fsync": "\(durable.fsync.rawValue)"])
+    }
     if config.devMode {
       guard ServerConfig.isLoopback(config.host) else {
         logger.critical("dev mode (no --secret) binds loopback addresses only; refusing \(config.host)")
@@ -124,6 +134,9 @@ struct Serve: ParsableCommand {
     let server = RelayServer(config: config, logger: logger, verifyToken: Tokens.verifier(secret: config.secret))
     do {
       try server.start()
+    } catch let refusal as DataDirRefusal {
+      logger.critical("\(refusal)")
+      throw ExitCode(3)
     } catch {
       logger.critical("cannot start on \(config.host):\(config.port): \(error)")
       throw ExitCode(1)
@@ -149,6 +162,35 @@ struct Serve: ParsableCommand {
       cluster.minReplicas = v
     }
     return cluster
+  }
+
+  /// `--data-dir` and `--fsync` (contract §12a); a data dir is the single node's, so
+  /// not with `--redis` (the cluster keeps its state in Redis).
+  private func makeDurable(_ config: ServerConfig) throws -> DurableConfig? {
+    let mode = fsync ?? Env.string("fsync")
+    guard let dir = dataDir ?? Env.string("data-dir"), !dir.isEmpty else {
+      if mode != nil { throw ValidationError("--fsync needs --data-dir") }
+      return nil
+    }
+    guard config.cluster == nil else {
+      throw ValidationError("--data-dir is for a single node; a cluster (--redis) keeps its state in Redis")
+    }
+    var durable = DurableConfig(dir: dir)
+    if let mode {
+      guard let m = DurableConfig.Fsync(rawValue: mode) else { throw ValidationError("--fsync wants always, everysec or no") }
+      durable.fsync = m
+    }
+    if let v = try snapshotRecords ?? Env.int("snapshot-records") {
+      guard v > 0 else { throw ValidationError("--snapshot-records must be positive") }
+      durable.snapshotRecords = UInt64(v)
+    }
+    if let v = try snapshotBytes ?? Env.int("snapshot-bytes") {
+      guard v > 0 else { throw ValidationError("--snapshot-bytes must be positive") }
+      durable.snapshotBytes = UInt64(v)
+    }
+    // Tests of a data dir written by another version run the same binary as another.
+    if let v = try Env.int("test-rules-version"), let r = UInt32(exactly: v) { durable.rulesVersion = r }
+    return durable
   }
 
   static func randomNodeId() -> String {

@@ -131,6 +131,8 @@ def test_relay_image_is_small_self_contained_and_not_root(podman, images):
     config = json.loads(podman.out("image", "inspect", "--format", "{{json .Config}}", images.relay))
     assert config["User"] == "10001:10001", config
     assert "/var/lib/relay" in (config.get("Volumes") or {}), config
+    # A single node keeps its state in the volume (PROTOCOL.md §12a).
+    assert "RELAY_DATA_DIR=/var/lib/relay" in (config.get("Env") or []), config
     assert config["Entrypoint"] == ["relay", "serve"], config
     health = json.loads(podman.out("image", "inspect", "--format", "{{json .HealthCheck}}", images.relay))
     assert health and health["Test"] == ["CMD", "relay", "probe"], health

@@ -44,6 +44,8 @@ def test_compose_cluster_shape(name):
         env = s["environment"]
         assert s["command"] == ["--node-id", node], s["command"]
         assert "RELAY_REDIS" in env and "RELAY_SECRET" in env, env
+        # The image's single-node data dir is off in a cluster (--data-dir with --redis exits 64).
+        assert env.get("RELAY_DATA_DIR") == "", env
         # SIGTERM drains within --drain-timeout; the engine waits longer before SIGKILL.
         drain_ms = int(str(env["RELAY_DRAIN_TIMEOUT"]).split(":-")[-1].rstrip("}"))
         assert s["stop_signal"] == "SIGTERM"
@@ -115,6 +117,8 @@ def test_kubernetes_manifests():
     # The image's user and data volume.
     assert pod["securityContext"]["runAsUser"] == 10001 and pod["securityContext"]["runAsNonRoot"] is True
     assert {m["mountPath"] for m in relay["volumeMounts"]} == {"/var/lib/relay"}
+    # A cluster: the image's single-node data dir is off (empty).
+    assert env.get("RELAY_DATA_DIR") == "" and "RELAY_REDIS" in env, env
 
 
 def unit() -> configparser.ConfigParser:
@@ -134,6 +138,7 @@ def test_systemd_unit_fields_agree_with_its_environment():
                if line and not line.startswith("#"))
     assert int(service["TimeoutStopSec"]) * 1000 >= int(env["RELAY_DRAIN_TIMEOUT"]) + 2000
     assert service["StateDirectory"] == "relay"  # /var/lib/relay, as in the image
+    assert env["RELAY_DATA_DIR"] == "/var/lib/relay" and env["RELAY_FSYNC"] in ("always", "everysec", "no"), env
     assert u["Install"]["WantedBy"] == "multi-user.target"
 
 

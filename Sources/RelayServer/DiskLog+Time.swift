@@ -1,0 +1,113 @@
+import EventLoop
+import RelayCluster
+import RelayCore
+
+// Time on the durable single node: the core's deadlines fire through logged `tick`
+// records, as a cluster's ticker logs them (ClusterNode.armTicker), so a replay
+// fires each at the same record; beats mark the process alive; `everysec` syncs.
+extension DiskLog {
+  func startTimers() {
+    let loop = server.loop
+    let timer = EventLoop.Timer(loop: loop)
+    timer.start(afterMs: Self.beatMs, repeatMs: Self.beatMs) { [unowned self] in self.housekeep() }
+    housekeeping = timer
+    tickTimer = EventLoop.Timer(loop: loop)
+    retryTimer = EventLoop.Timer(loop: loop)
+    armTicker()
+  }
+
+  /// Once a second: `everysec`'s `fdatasync` (one call covers the second's writes,
+  /// on libuv's thread pool so a slow disk does not stall the loop), and a beat
+  /// while clients are connected and nothing else was logged.
+  private func housekeep() {
+    if config.fsync == .everysec, unsynced, failure == nil, let segment, !segment.syncing {
+      unsynced = false
+      segment.syncing = true
+      FileSync.dataSync(segment.fd, on: server.loop) { [weak self] result in
+        segment.syncing = false
+        if segment.closeWhenSynced { segment.close() }
+        guard let self, !self.stopped else { return }
+        self.stats.fsyncs &+= 1
+        if result != 0 { self.fail(FileError("fdatasync", segment.path, code: -result)) }
+      }
+    }
+    if failure == nil, server.websocketCount > 0, server.loop.nowMs >= lastRecordLoopMs + Self.beatMs {
+      append(.beat, failed: nil)
+    }
+  }
+
+  /// The log's time now, as this process estimates it: the replica's clock plus the
+  /// loop time since it last moved.
+  var logNowMs: Int64 { (server.replica?.clockMs ?? 0) + Int64(server.loop.nowMs &- appliedAtLoopMs) }
+
+  func armTicker() {
+    guard !stopped, let replica = server.replica, let timer = tickTimer else { return }
+    let due = replica.core.nextDeadline
+    guard due != armedTickMs else { return }
+    armedTickMs = due
+    guard let due else { return timer.stop() }
+    // At least 1 ms: a libuv timer restarted with 0 in its own callback runs again in
+    // the same pass (RelayServer.armCoreTimer).
+    let delay = max(1, min(due - logNowMs, 3_600_000))
+    timer.start(afterMs: UInt64(delay)) { [unowned self] in
+      self.armedTickMs = nil
+      self.append(.tick, failed: nil)
+    }
+  }
+
+  /// The drain is over: no more timers (the loop ends with its last handle).
+  func stopTimers() {
+    for timer in [housekeeping, tickTimer, retryTimer] { timer?.close() }
+    housekeeping = nil
+    tickTimer = nil
+    retryTimer = nil
+  }
+
+  /// After the loop: this node leaves (a clean stop), and everything is written and
+  /// synced whatever `--fsync` says.
+  func finish() {
+    guard !stopped else { return }
+    if number != 0 { append(.leave, failed: nil) }
+    commit()
+    stopped = true
+    try? segment?.sync()
+    segment?.close()
+    segment = nil
+    dir.close()
+  }
+}
+
+extension RelayServer {
+  /// `relay_data_dir_*` series; absent without `--data-dir`.
+  func refreshDiskMetrics() {
+    guard let disk else { return }
+    let s = disk.stats
+    metrics.mirror("relay_data_dir_writable", disk.failure == nil ? 1 : 0)
+    metrics.mirrorCounter("relay_data_dir_records_total", s.records)
+    metrics.mirrorCounter("relay_data_dir_bytes_written_total", s.bytesWritten)
+    metrics.mirrorCounter("relay_data_dir_fsyncs_total", s.fsyncs)
+    metrics.mirrorCounter("relay_data_dir_write_failures_total", s.failures)
+    metrics.mirrorCounter("relay_data_dir_snapshots_total", s.snapshots)
+    metrics.mirror("relay_data_dir_snapshot_bytes", Int(clamping: s.snapshotBytes))
+    metrics.mirror("relay_data_dir_snapshot_seconds", Double(s.snapshotNs) / 1e9)
+    metrics.mirrorCounter("relay_data_dir_replayed_records_total", s.replayed)
+    metrics.mirror("relay_data_dir_replay_seconds", Double(s.replayNs) / 1e9)
+  }
+}
+
+extension RelayServer {
+  /// `--data-dir`: locks the dir, loads the state and joins, before the port listens.
+  func startDisk() throws(DataDirRefusal) {
+    guard let durable = config.durable, disk == nil else { return }
+    let log = try DiskLog(server: self, config: durable, logger: logger)
+    disk = log
+    do {
+      try log.recover()
+    } catch {
+      log.stopped = true
+      log.dir.close()
+      throw error
+    }
+    log.startTimers()
+  }
+}

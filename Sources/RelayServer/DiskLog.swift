@@ -1,0 +1,227 @@
+import EventLoop
+import Logging
+import RelayCluster
+import RelayCore
+
+/// The durable single node (`--data-dir`, contract §12a; docs/operating.md): the
+/// third input log beside `LocalLog` and `ClusterNode`. Each input becomes the
+/// cluster's record (ReplicatedInputs.swift), is applied at once by the server's
+/// `Replica` exactly as a cluster node applies what it reads back, and its frame is
+/// appended to the current log segment; snapshots are the replica's own
+/// (`Replica.snapshot()`). A restart is a replay of the same records
+/// (DiskLog+Recovery.swift), so the disk holds nothing the cluster does not define.
+///
+/// Nothing a record caused leaves the process before the record is written: the
+/// effects of every record of a loop turn are held until the turn's frames are
+/// written in one `write` (and, with `--fsync always`, one `fdatasync`: group
+/// commit), then performed in order. A write that fails (disk full, a file-size
+/// limit, an I/O error) keeps them held and makes the relay unavailable (§12:
+/// `/readyz` 503, commands `unavailable`) until a retry succeeds: nothing answered is
+/// then missing from the disk.
+final class DiskLog: ReplicatedInputs {
+  unowned let server: RelayServer
+  let config: DurableConfig
+  let logger: Logger
+  let dir: DataDir
+  var number: UInt32 = 0
+  /// The seed of the replicated ids, in every file's header.
+  var seed: [UInt8] = []
+  var segment: AppendFile?
+  /// Frames of records applied but not yet written, and what they caused.
+  var pending: [UInt8] = []
+  var held: [Applied] = []
+  var snapshotDue = false
+  /// Written since the last `fdatasync` (`everysec`).
+  var unsynced = false
+  /// The last write, sync or snapshot that failed; nil while the disk takes writes.
+  var failure: FileError?
+  var appliedAtLoopMs: UInt64 = 0
+  var lastRecordLoopMs: UInt64 = 0
+  var housekeeping: EventLoop.Timer?
+  var tickTimer: EventLoop.Timer?
+  var retryTimer: EventLoop.Timer?
+  var armedTickMs: Int64?
+  var stopped = false
+  var stats = DiskStats()
+
+  /// How long after a failed write the relay tries again (by a snapshot, which also
+  /// frees the space of the segments it covers).
+  static let retryMs: UInt64 = 2_000
+  /// Beats are logged this often while clients are connected, so a crash's instant
+  /// (when their participants became lost, §12a) is known to within it.
+  static let beatMs: UInt64 = 1_000
+
+  init(server: RelayServer, config: DurableConfig, logger: Logger) throws(DataDirRefusal) {
+    self.server = server
+    self.config = config
+    self.logger = logger
+    self.dir = try DataDir(path: config.dir)
+  }
+
+  var acceptsInputs: Bool { failure == nil && !stopped && number != 0 }
+  var isBackedUp: Bool { false }
+
+  /// While the disk fails, only what must reach the state anyway is taken — a socket
+  /// closed, time passing — and written once it works again; commands and new
+  /// sockets are refused (`failed`).
+  func append(_ input: LogInput, failed: (() -> Void)?) {
+    guard !stopped, number != 0 else { return failed?() ?? () }
+    if failure != nil {
+      switch input {
+      case .closed, .tick, .beat, .leave: break
+      default: return failed?() ?? ()
+      }
+    }
+    record(LogBatch(node: number, inputs: [input]))
+  }
+
+  /// Applies one record now and queues its frame and its effects for the commit.
+  /// `timeMs`: the record's instant (default: the wall clock, like Redis's `TIME` in
+  /// a cluster; the replica's clock takes only its forward steps).
+  @discardableResult
+  func record(_ batch: LogBatch, timeMs: Int64? = nil) -> Applied {
+    guard let replica = server.replica else { return Applied() }
+    let position = replica.position + 1
+    let t = max(1, timeMs ?? Loop.wallClockMs())
+    let bytes = batch.encoded()
+    let raw = RawRecord(
+      id: "disk-\(position)", batch: bytes, position: Array(String(position).utf8), timeMs: Array(String(t).utf8))
+    let applied = replica.apply(raw)
+    appliedAtLoopMs = server.loop.nowMs
+    lastRecordLoopMs = server.loop.nowMs
+    pending.append(contentsOf: DataFrame.record(position: position, timeMs: t, batch: bytes))
+    held.append(applied)
+    stats.records += 1
+    if applied.snapshotDue != nil { snapshotDue = true }
+    if let reason = applied.rejected {
+      logger.warning("data dir record rejected by the replica", metadata: ["position": "\(position)", "reason": "\(reason)"])
+    }
+    return applied
+  }
+
+  /// End of a loop turn (and of the process): writes the turn's frames, syncs them
+  /// per `--fsync`, snapshots if one is due, then performs the held effects. Effects
+  /// may log more records (a close): a few passes take those too.
+  func commit() {
+    var passes = 0
+    while !pending.isEmpty || !held.isEmpty || snapshotDue, failure == nil, passes < 4 {
+      passes += 1
+      guard writePending() else { return }
+      if snapshotDue {
+        snapshotDue = false
+        guard compact() else { return }
+      }
+      let ready = held
+      held = []
+      for applied in ready { server.performApplied(applied) }
+    }
+    armTicker()
+  }
+
+  private func writePending() -> Bool {
+    guard !pending.isEmpty else { return true }
+    guard let segment else { return false }
+    do {
+      try segment.write(pending)
+      stats.bytesWritten &+= UInt64(pending.count)
+      pending.removeAll(keepingCapacity: pending.count < 1 << 20)
+      if config.fsync == .always {
+        try segment.sync()
+        stats.fsyncs &+= 1
+      } else {
+        unsynced = true
+      }
+      return true
+    } catch {
+      fail(error)
+      return false
+    }
+  }
+
+  /// The one place the replica's snapshot is produced for the disk (its cost and
+  /// encoding are the cluster's, ClusterNode+Snapshots.swift).
+  func encodeSnapshot(_ replica: Replica) -> [UInt8] { replica.snapshot() }
+
+  /// Writes a snapshot of everything applied (pending frames included: it covers
+  /// them), starts a new segment after it, and removes what the snapshot before it
+  /// covers (DataDirLayout.obsolete). False (and failing) if any write failed.
+  @discardableResult
+  func compact() -> Bool {
+    guard let replica = server.replica else { return false }
+    let position = replica.position
+    let started = Loop.hrtimeNs()
+    let body = encodeSnapshot(replica)
+    let header = DataFileHeader(kind: .snapshot, rules: config.rulesVersion, seed: seed).encoded()
+    do {
+      try dir.writeAtomically(DataDirFile.snapshot(position: position).name, header + DataFrame.encode(body))
+      try openSegment(start: position + 1)
+    } catch {
+      fail(error)
+      return false
+    }
+    pending.removeAll()
+    unsynced = false
+    stats.snapshots += 1
+    stats.snapshotBytes = UInt64(body.count)
+    stats.snapshotNs = Loop.hrtimeNs() &- started
+    removeObsolete(after: position)
+    return true
+  }
+
+  /// A new, empty segment for records from `start` on (replacing one of that name:
+  /// it can only hold records a snapshot already covers, or none).
+  func openSegment(start: UInt64) throws(FileError) {
+    let file = try AppendFile(dir: dir, name: DataDirFile.log(start: start).name, truncate: true)
+    do {
+      try file.write(DataFileHeader(kind: .log, rules: config.rulesVersion, seed: seed).encoded())
+      try file.sync()
+      try dir.syncDir()
+    } catch {
+      file.close()
+      throw error
+    }
+    segment?.close()
+    segment = file
+  }
+
+  private func removeObsolete(after position: UInt64) {
+    guard let names = try? dir.names() else { return }
+    let old = DataDirLayout(names: names).obsolete(afterSnapshot: position)
+    for p in old.snapshots { dir.remove(DataDirFile.snapshot(position: p).name) }
+    for s in old.segments { dir.remove(DataDirFile.log(start: s).name) }
+  }
+
+  func fail(_ error: FileError) {
+    if failure == nil {
+      logger.error(
+        "data dir write failed: commands answer unavailable until a write succeeds again",
+        metadata: ["error": "\(error)", "retry-ms": "\(Self.retryMs)"])
+    }
+    failure = error
+    stats.failures += 1
+    retryTimer?.start(afterMs: Self.retryMs) { [unowned self] in self.retry() }
+  }
+
+  /// A retry is a snapshot: it covers the records not yet written, and the segments
+  /// it makes obsolete free their space.
+  private func retry() {
+    guard let error = failure, !stopped else { return }
+    failure = nil
+    guard compact() else { return }
+    logger.notice("data dir writable again", metadata: ["after": "\(error)"])
+    commit()
+  }
+}
+
+/// Running totals for `/metrics` (`relay_data_dir_*`).
+struct DiskStats {
+  var records: UInt64 = 0
+  var bytesWritten: UInt64 = 0
+  var fsyncs: UInt64 = 0
+  var failures: UInt64 = 0
+  var snapshots: UInt64 = 0
+  var snapshotBytes: UInt64 = 0
+  var snapshotNs: UInt64 = 0
+  var replayed: UInt64 = 0
+  var replayNs: UInt64 = 0
+}

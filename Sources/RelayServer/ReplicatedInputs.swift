@@ -1,0 +1,67 @@
+import EventLoop
+import RelayCluster
+import RelayCore
+import RelayProtocol
+import RelayPrimitives
+
+/// An input log of records (docs/cluster.md, "The log"; protocol/ §12a): each input
+/// becomes a `LogInput` of this process's node number and takes effect when a
+/// `Replica` applies its record. The cluster appends records to Redis
+/// (ClusterNode+Append.swift), the durable single node to its data dir (DiskLog.swift);
+/// what an input is as a record is written once, here. Sockets' liveness stays with
+/// the shell's heartbeats (RelayServer+Cluster.swift), so pongs are not logged.
+protocol ReplicatedInputs: InputLog {
+  var server: RelayServer { get }
+  /// This process's node number in the log (0 while it has none).
+  var number: UInt32 { get }
+  /// Logs one input; `failed` runs if it cannot be logged now (the caller answers
+  /// `unavailable`, §12).
+  func append(_ input: LogInput, failed: (() -> Void)?)
+}
+
+extension ReplicatedInputs {
+  var takesBorrowedText: Bool { false }
+
+  /// The node's number is in the top bits, so ids are unique across nodes (and
+  /// across the restarts of a durable single node: each start is a new number).
+  func connectionID(local: UInt64) -> ConnectionID { Replica.connectionID(node: number, local: local) }
+
+  func open(_ conn: ServerConnection) {
+    server.clusterLastInbound[conn.id.raw] = server.loop.nowMs
+    append(.open(connection: conn.id.raw)) { [weak conn] in
+      conn?.close(code: CloseCode.serviceRestart, reason: "cluster unavailable")
+    }
+  }
+
+  func text(_ conn: ServerConnection, _ payload: [UInt8]) {
+    server.clusterLastInbound[conn.id.raw] = server.loop.nowMs
+    append(.text(connection: conn.id.raw, payload)) { [weak server = self.server, weak conn] in
+      guard let server, let conn else { return }
+      server.answerUnavailable(conn, payload)
+    }
+  }
+
+  func alive(_ conn: ServerConnection) {
+    server.clusterLastInbound[conn.id.raw] = server.loop.nowMs
+  }
+
+  func closed(_ conn: ServerConnection, clean: Bool) {
+    server.clusterLastInbound[conn.id.raw] = nil
+    // §13: a drained node's clients resume elsewhere (or, single, after the restart),
+    // so their participants are held (lost), not gone. A socket of an earlier node
+    // number is already closed on every replica.
+    guard Replica.node(of: conn.id.raw) == number else { return }
+    append(.closed(connection: conn.id.raw, clean: clean && !server.draining), failed: nil)
+  }
+
+  /// Answered when the record is applied, so every replica agrees on the outcome.
+  func admin(_ conn: ServerConnection?, _ action: AdminAction) {
+    let request = server.nextAdminRequest
+    server.nextAdminRequest += 1
+    if let conn { server.pendingAdmin[request] = conn }
+    append(.admin(request: request, action)) { [weak server = self.server] in
+      guard let server, let conn = server.pendingAdmin.removeValue(forKey: request) else { return }
+      server.respondError(conn, 503, ErrorCode.unavailable.rawValue, "shared state unreachable; retry")
+    }
+  }
+}
