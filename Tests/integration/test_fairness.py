@@ -26,13 +26,18 @@ def probe(url: str) -> float:
     return time.monotonic() - t
 
 
-async def test_canary_and_metrics_stay_responsive_during_a_fan_out_flood(relay_factory):
+async def canary_and_big_room(relay_factory):
+    """A relay, a canary in session "calm", and MEMBERS silent members of "big"."""
     relay = relay_factory("--heartbeat-interval", "0", "--heartbeat-timeout", "0", "--session-join-rate", "0")
     canary = await Client.connect(relay.ws)
     await canary.hello_dev("canary")
     await canary.send({"type": "session.join", "session": "calm"})
     await canary.recv_type("session.joined")
-    members = await asyncio.to_thread(open_members, relay.port)
+    return relay, canary, await asyncio.to_thread(open_members, relay.port)
+
+
+async def test_canary_and_metrics_stay_responsive_during_a_fan_out_flood(relay_factory):
+    relay, canary, members = await canary_and_big_room(relay_factory)
     try:
         # Every member leaves and re-joins at once: 2 × MEMBERS events, each to up to
         # MEMBERS sockets whose kernel buffers fill, while the canary keeps talking.
@@ -66,12 +71,7 @@ async def test_a_client_of_another_session_is_served_beside_a_flood_not_behind_i
     kept for later turns), a client of another session that speaks is answered after
     a few of those joins, not after the rest of them (ReadLanes: light and heavy
     reads share the loop's time)."""
-    relay = relay_factory("--heartbeat-interval", "0", "--heartbeat-timeout", "0", "--session-join-rate", "0")
-    canary = await Client.connect(relay.ws)
-    await canary.hello_dev("canary")
-    await canary.send({"type": "session.join", "session": "calm"})
-    await canary.recv_type("session.joined")
-    members = await asyncio.to_thread(open_members, relay.port)
+    relay, canary, members = await canary_and_big_room(relay_factory)
     all_joins = 2 * MEMBERS + 1
     try:
         flood = asyncio.create_task(asyncio.to_thread(rejoin, members, lambda i: "big"))
