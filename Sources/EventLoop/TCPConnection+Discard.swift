@@ -26,14 +26,30 @@ extension TCPConnection {
   }
 
   /// How many front entries of the queue must go out before anything else: those of
-  /// the `uv_write` in flight, a partially written front buffer, and sealed (TLS)
-  /// entries, which carry record sequence numbers (dropping or reordering any would
-  /// corrupt the stream). Every entry after them starts on a frame boundary.
+  /// the `uv_write` in flight, a partially written front buffer, pinned entries (an
+  /// HTTP head, `writeHead`) and sealed (TLS) entries, which carry record sequence
+  /// numbers (dropping or reordering any would corrupt the stream). Every entry
+  /// after them starts on a frame boundary.
   func unsentBoundary() -> Int {
     var keep = writeInFlight ? inFlightBufferCount : 0
     if keep == 0, !pending.isEmpty, pending.pointer(at: 0).pointee.offset > 0 { keep = 1 }
-    if let extras, extras.sealer != nil { keep = max(keep, extras.sealedCount) }
+    if let extras {
+      keep = max(keep, min(extras.pinnedCount, pending.count))
+      if extras.sealer != nil { keep = max(keep, extras.sealedCount) }
+    }
     return keep
+  }
+
+  /// Queues bytes that are not WebSocket frames (the HTTP 101 response, RFC 6455
+  /// §4.2.2) and pins everything queued so far: a control frame queued later
+  /// (`writeControl`) goes behind them and `discardUnsent` keeps them, so the peer
+  /// always reads the whole head before the first frame. Frames written later may
+  /// share the head's copy chunk; they then stay in order behind it as well.
+  @discardableResult
+  public func writeHead(_ bytes: [UInt8]) -> Bool {
+    let queued = write(bytes)
+    if !pending.isEmpty { ensureExtras().pinnedCount = pending.count }
+    return queued
   }
 
   /// Queues the last bytes this side sends (a WebSocket close frame after

@@ -290,7 +290,7 @@ extension TCPConnection {
   /// offset of a partially written one, so the remainder goes out next.
   private func consumeWritten(_ byteCount: Int) {
     let before = pending.count
-    defer { forgetSealed(before - pending.count) }
+    defer { forgetFront(before - pending.count) }
     queuedByteCount -= byteCount
     loop.statistics.queuedBytes -= byteCount
     loop.statistics.bytesWritten &+= UInt64(byteCount)
@@ -334,7 +334,7 @@ extension TCPConnection {
     guard status != UV_ECANCELED.rawValue else { return }
     guard status == 0 else { return fail(LoopError(code: status)) }
     pending.removeFirst(inFlightBufferCount, pool: loop.ringPool)
-    forgetSealed(inFlightBufferCount)
+    forgetFront(inFlightBufferCount)
     queuedByteCount -= inFlightByteCount
     loop.statistics.queuedBytes -= inFlightByteCount
     loop.statistics.bytesWritten &+= UInt64(inFlightByteCount)
@@ -388,13 +388,16 @@ extension TCPConnection {
     }
     if !sealed.isEmpty { pending.append(PendingWrite(buffer: OutboundBuffer(bytes: sealed)), pool: loop.ringPool) }
     extras.sealedCount = pending.count
+    extras.pinnedCount = 0  // sealed now, which keeps them in front as well
     queuedByteCount += sealed.count - plaintextBytes
     loop.statistics.queuedBytes += sealed.count - plaintextBytes
   }
 
   /// `count` buffers left the front of the queue.
-  func forgetSealed(_ count: Int) {
-    guard let extras, extras.sealer != nil else { return }
+  func forgetFront(_ count: Int) {
+    guard let extras else { return }
+    extras.pinnedCount = max(0, extras.pinnedCount - count)
+    guard extras.sealer != nil else { return }
     extras.sealedCount = max(0, extras.sealedCount - count)
   }
 }

@@ -163,6 +163,9 @@ public final class TCPConnection: HandleOwner {
     var sealer: (any OutboundSealer)?
     /// Buffers at the front of `pending` that are already sealed (ciphertext).
     var sealedCount = 0
+    /// Buffers at the front of `pending` that hold bytes other than frames (an HTTP
+    /// response head): nothing is put ahead of them or dropped from them.
+    var pinnedCount = 0
   }
 
   /// The one reusable write request: at most one `uv_write` is in flight per connection.

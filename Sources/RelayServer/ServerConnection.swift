@@ -63,6 +63,9 @@ enum ReadEvent {
 protocol ConnectionTransport: AnyObject {
   func write(_ buffer: OutboundBuffer) -> Bool
   func write(_ bytes: [UInt8]) -> Bool
+  /// Bytes that are not frames (the 101 response): no control frame goes ahead of
+  /// them and `discardUnsent` keeps them.
+  @discardableResult func writeHead(_ bytes: [UInt8]) -> Bool
   /// The last bytes (a close frame after `discardUnsent`), past the outbound cap.
   func writeFinal(_ bytes: [UInt8]) -> Bool
   /// Drops queued whole frames the kernel has not started on.
@@ -325,7 +328,8 @@ final class ServerConnection: TCPConnectionDelegate {
       _ = transport.write(response)
       transport.shutdown()
     case .accept(let response, _):
-      _ = transport.write(response)
+      // A heartbeat ping or a slow-consumer close may come before the next flush.
+      transport.writeHead(response)
       state = .open(endpoint)
       server.webSocketOpened(self, endpoint)
       if !leftover.isEmpty {

@@ -153,6 +153,30 @@ struct TCPConnectionWriteTests {
     #expect(refused)
     #expect(afterDiscard < beforeRefusedWrite)
   }
+
+  @Test("a head written with writeHead stays first: a control frame and discardUnsent go behind it")
+  func headStaysAheadOfControlFrames() {
+    let fixture = LoopFixture(timeoutMs: 10_000)
+    let head = Array("HTTP/1.1 101 Switching Protocols\r\n\r\n".utf8)
+    let frame: [UInt8] = [0x81, 0x01, 0x41]
+    let ping: [UInt8] = [0x89, 0x00]
+    var received: [UInt8] = []
+    fixture.connectedPair { server, client in
+      client.onRead = {
+        received += $0
+        if received.count >= head.count + frame.count + ping.count { client.close() }
+      }
+      client.startReading()
+      #expect(server.writeHead(head))
+      #expect(server.write(frame))  // shares the head's copy chunk
+      server.writeControl(OutboundBuffer(bytes: ping))
+      // Nothing may be dropped from the pinned chunk, nor the ping queued behind it.
+      #expect(server.discardUnsent() == 0)
+      server.shutdown()
+    }
+    fixture.runAndClose()
+    #expect(received == head + frame + ping)
+  }
 }
 
 @Suite("Outbound cap and large frames")

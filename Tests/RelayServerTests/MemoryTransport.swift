@@ -42,23 +42,34 @@ final class MemoryTransport: ConnectionTransport {
     return queuedBytes <= maxOutboundBytes || queue.count == 1
   }
 
+  /// Queued buffers the ones below may not pass or drop (`TCPConnection.writeHead`).
+  private var pinned = 0
+
+  @discardableResult func writeHead(_ bytes: [UInt8]) -> Bool {
+    let queued = write(bytes)
+    pinned = queue.count
+    return queued
+  }
+
   func writeFinal(_ bytes: [UInt8]) -> Bool {
     guard state == .open else { return false }
     queue.append(bytes)
     return true
   }
 
-  /// Ahead of everything queued: nothing here is ever partly written or in flight.
+  /// Ahead of everything queued but a pinned head: nothing here is ever partly
+  /// written or in flight.
   @discardableResult func writeControl(_ frame: OutboundBuffer) -> Bool {
     guard state == .open else { return false }
-    queue.insert(frame.withUnsafeBytes { Array($0) }, at: 0)
+    queue.insert(frame.withUnsafeBytes { Array($0) }, at: min(pinned, queue.count))
     return true
   }
 
   @discardableResult func discardUnsent() -> Int {
     // Sealed bytes are already on the wire here, so every queued buffer is plaintext.
-    let dropped = queuedBytes
-    queue = []
+    let kept = min(pinned, queue.count)
+    let dropped = queue[kept...].reduce(0) { $0 + $1.count }
+    queue.removeSubrange(kept...)
     return dropped
   }
 
@@ -89,11 +100,13 @@ final class MemoryTransport: ConnectionTransport {
     guard peerReads else { return }
     for bytes in queue { wire += bytes }
     queue = []
+    pinned = 0
   }
 
   private func sealQueue(_ sealer: any OutboundSealer) {
     for bytes in queue { bytes.withUnsafeBytes { _ = sealer.seal($0) } }
     queue = []
+    pinned = 0
     if let sealed = sealer.takeSealed() { wire += sealed } else { state = .closed }
   }
 

@@ -295,5 +295,26 @@ private func isClosed(_ events: [WebSocketEvent], code: UInt16) -> Bool {
       guard case .open(.echo) = peer.conn.state else { Issue.record("not upgraded: \(peer.conn.state)"); return }
     }
   }
-}
 
+  @Test("a heartbeat ping or a slow-consumer close before the next flush goes behind the 101, not ahead of it")
+  func controlFramesWaitBehindTheUpgradeResponse() throws {
+    try withServer { net in
+      let peer = Peer(net)
+      let (request, key) = WebSocketClientHandshake.request(
+        host: "127.0.0.1", target: "/v1/ws", key: Array(repeating: 9, count: 16), subprotocols: ["relay.v1"])
+      peer.transport.receive(request)  // the turn has not ended: the 101 is still queued
+      net.server.sendPing(peer.conn)
+      let bytes = peer.transport.take()
+      #expect(String(decoding: bytes.prefix(12), as: UTF8.self) == "HTTP/1.1 101")
+      guard case .accepted(_, let leftover) = WebSocketClientHandshake.evaluateResponse(
+        bytes, key: key, offeredSubprotocols: ["relay.v1"], sha1: Crypto.sha1)
+      else { Issue.record("not a 101 first"); return }
+      #expect(leftover == Framing.frame(.ping, []).withUnsafeBytes { Array($0) })
+
+      let slow = Peer(net)
+      slow.transport.receive(request)
+      slow.conn.slowConsumer()
+      #expect(String(decoding: slow.transport.take().prefix(12), as: UTF8.self) == "HTTP/1.1 101")
+    }
+  }
+}
