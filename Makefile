@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:8080
 # command-line flag, since SwiftPM refuses unsafeFlags in a versioned dependency.
 RELEASE_FLAGS ?= -c release -Xswiftc -enforce-exclusivity=unchecked
 
-.PHONY: deps test-deps build release run test unit integration bench bench-abuse bench-cluster bench-durable bench-push bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan clean
+.PHONY: deps test-deps build release run test unit integration bench bench-abuse bench-cluster bench-durable bench-durable-soak bench-push bench-tls bench-tls-floor fuzz fuzz-smoke asan tsan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -62,6 +62,12 @@ bench-cluster: release
 bench-durable: release
 	$(SWIFT) build $(RELEASE_FLAGS) --product relay-bots
 	python3 Benchmarks/durable.py
+
+# A durable node under the soak scenario for an hour (Benchmarks/results/durable-soak.md):
+# data dir size, RSS and snapshots over time, restart-to-ready at the end.
+bench-durable-soak: release
+	$(SWIFT) build $(RELEASE_FLAGS) --product relay-bots
+	python3 Benchmarks/durable_soak.py
 
 # Push figures (Benchmarks/results/push.md): ring → push on the wire, pushes/s to a local
 # HTTP/2 sink (nghttpd, `make test-deps`), memory per registered device.

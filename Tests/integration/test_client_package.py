@@ -1,8 +1,8 @@
 """RelayClient as an app adopts it: a versioned SwiftPM dependency.
 
 A clone of this repository (with the working tree as it is now committed on top)
-is tagged 0.1.0; a new package depends on it with
-`.package(url: "file://…", from: "0.1.0")`, uses only the public API of the
+is tagged 0.2.0 (the version of both clients); a new package depends on it with
+`.package(url: "file://…", from: "0.2.0")`, uses only the public API of the
 `RelayClient` product, builds, and runs against a live relay. SwiftPM refuses a
 versioned dependency whose product graph has `unsafeFlags`, so this also guards
 Package.swift. Nothing is skipped: swift and git are what the suite is built with.
@@ -24,7 +24,7 @@ import pytest
 
 from conftest import ROOT
 
-TAG = "0.1.0"
+TAG = "0.2.0"
 BUILD_TIMEOUT_S = 900  # a cold build of the client graph on a shared 2-core machine
 
 CONSUMER_MANIFEST = """\
