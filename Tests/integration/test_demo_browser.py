@@ -221,7 +221,9 @@ def test_hands_and_ringing(relay_factory, windows):
 
 
 def test_tab_closed_lost_then_timed_out(relay_factory, windows):
-    relay = relay_factory("--grace", "2000", "--heartbeat-interval", "500", "--heartbeat-timeout", "1500")
+    # Grace long enough that a page slowed by a loaded machine still shows the lost state
+    # (with the hand kept) before it times out.
+    relay = relay_factory("--grace", "5000", "--heartbeat-interval", "500", "--heartbeat-timeout", "1500")
     a, b = windows("alice"), windows("bob")
     a.join(relay.http, "room", "Alice", "host")
     b.join(relay.http, "room", "Bob")
