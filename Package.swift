@@ -57,6 +57,9 @@ let package = Package(
     .target(name: "RelayProtocol", dependencies: ["RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
+    // RelayClusterDriver: the cluster driver's decisions (appends, replicas, backpressure,
+    // Redis's liveness) as a machine of events and effects; ClusterNode is its adapter.
+    .target(name: "RelayClusterDriver", dependencies: ["RelayPrimitives"], swiftSettings: hot),
     // RelayPush: the push providers' wire rules (APNs, FCM), credentials' lifetimes and
     // the retry schedule, with time and keys passed in.
     .target(name: "RelayPush", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: strict),
@@ -72,7 +75,7 @@ let package = Package(
       name: "RelayServer",
       dependencies: [
         "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
-        "OutboundHTTP", "RelayPush",
+        "RelayClusterDriver", "OutboundHTTP", "RelayPush",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -131,6 +134,7 @@ let package = Package(
     .testTarget(name: "RelayPushTests", dependencies: ["RelayPush", "RelayCore", "RelayProtocol", "RelayPrimitives"]),
     .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "RelayProtocol", "RelayPrimitives", "TestSupport"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
+    .testTarget(name: "RelayClusterDriverTests", dependencies: ["RelayClusterDriver", "RelayPrimitives"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
     .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "EventLoop", "TestSupport"], exclude: ["Fixtures"]),
     .testTarget(

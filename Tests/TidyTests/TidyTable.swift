@@ -30,6 +30,7 @@ enum TidyTable {
     "RelayProtocol": .pure(["RelayPrimitives", "RelayWebSocket"]),
     "RelayCore": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol"]),
     "RelayCluster": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore"]),
+    "RelayClusterDriver": .pure(["RelayPrimitives"]),
     "RelayClientCore": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol"]),
     "RelayPush": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore"]),
 
@@ -40,7 +41,7 @@ enum TidyTable {
     "RelayServer": .shell(
       libc.union([
         "EventLoop", "RelayCrypto", "RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore",
-        "RelayCluster", "OutboundHTTP", "RelayPush", "Logging", "Metrics", "CoreMetrics", "Prometheus",
+        "RelayCluster", "RelayClusterDriver", "OutboundHTTP", "RelayPush", "Logging", "Metrics", "CoreMetrics", "Prometheus",
       ])),
     "RelayClient": .shell(
       libc.union([
