@@ -97,7 +97,10 @@ extension ClusterNode {
     case .error(let message):
       failBatch(entries)
       appendFailed(message)
-    case .noScript, .lost:
+    case .noScript:
+      failBatch(entries)
+      appendFailed("NOSCRIPT")
+    case .lost:
       failBatch(entries)
       appendFailed("no reply (connection lost or timed out)")
     }
