@@ -71,11 +71,20 @@ let package = Package(
     // interface on the relay's loop.
     .target(
       name: "OutboundHTTP", dependencies: ["CLibCurl", "COpenSSL", "EventLoop", "RelayPrimitives"], swiftSettings: strict),
+    // RelayRedis: Redis connections on the loop (RESP over TCP or TLS, the liveness
+    // rule, AUTH/SELECT) and the Sentinel client; the cluster driver's I/O side.
+    .target(
+      name: "RelayRedis",
+      dependencies: [
+        "EventLoop", "RelayCrypto", "RelayCluster", "RelayClusterDriver", "RelayPrimitives",
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      swiftSettings: hot),
     .target(
       name: "RelayServer",
       dependencies: [
         "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
-        "RelayClusterDriver", "OutboundHTTP", "RelayPush",
+        "RelayClusterDriver", "RelayRedis", "OutboundHTTP", "RelayPush",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -141,7 +150,7 @@ let package = Package(
       name: "RelayServerTests",
       dependencies: [
         "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "RelayCrypto", "TestSupport",
-        "OutboundHTTP", "RelayPush",
+        "OutboundHTTP", "RelayPush", "RelayRedis",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol", "RelayPrimitives"]),

@@ -1,6 +1,7 @@
 import EventLoop
 import Logging
 import RelayCluster
+import RelayRedis
 import RelayClusterDriver
 
 // Redis high availability (docs/cluster.md, "Redis high availability"; contract

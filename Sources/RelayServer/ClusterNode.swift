@@ -1,6 +1,7 @@
 import EventLoop
 import Logging
 import RelayCluster
+import RelayRedis
 import RelayClusterDriver
 import RelayCore
 import RelayCrypto

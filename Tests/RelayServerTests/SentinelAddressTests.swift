@@ -1,6 +1,7 @@
 import RelayCore
 import Testing
 
+@testable import RelayRedis
 @testable import RelayServer
 
 @Suite struct SentinelAddressTests {

@@ -38,10 +38,12 @@ enum TidyTable {
     "RelayCrypto": .shell(
       libc.union(["COpenSSL", "CRelayShims", "RelayPrimitives"])),
     "OutboundHTTP": .shell(libc.union(["CLibCurl", "COpenSSL", "EventLoop", "RelayPrimitives"])),
+    "RelayRedis": .shell(
+      libc.union(["EventLoop", "RelayCrypto", "RelayCluster", "RelayClusterDriver", "RelayPrimitives", "Logging"])),
     "RelayServer": .shell(
       libc.union([
         "EventLoop", "RelayCrypto", "RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore",
-        "RelayCluster", "RelayClusterDriver", "OutboundHTTP", "RelayPush", "Logging", "Metrics", "CoreMetrics", "Prometheus",
+        "RelayCluster", "RelayClusterDriver", "RelayRedis", "OutboundHTTP", "RelayPush", "Logging", "Metrics", "CoreMetrics", "Prometheus",
       ])),
     "RelayClient": .shell(
       libc.union([

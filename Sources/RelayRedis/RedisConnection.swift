@@ -1,6 +1,6 @@
-import EventLoop
-import RelayCrypto
-import RelayCluster
+public import EventLoop
+public import RelayCrypto
+public import RelayCluster
 import RelayClusterDriver
 import RelayPrimitives
 
@@ -8,7 +8,7 @@ import RelayPrimitives
 /// matched in order (RESP2 has no ids). A reply that does not come within its time
 /// limit, or any I/O or protocol error, ends the connection: every pending callback
 /// then gets nil, and the owner reconnects.
-final class RedisConnection {
+public final class RedisConnection {
   private let loop: Loop
   private var tcp: TCPConnection?
   private var parser = RESPParser()
@@ -17,19 +17,19 @@ final class RedisConnection {
   private var deadlines = ReplyDeadlines()
   private var ended = false
   /// Why the connection ended, when it is known (a TLS failure).
-  private(set) var endReason: String?
+  public private(set) var endReason: String?
   /// Runs once when the connection ends for any reason after it was established.
-  var onEnd: (() -> Void)?
+  public var onEnd: (() -> Void)?
   /// Set on a subscribed connection (a sentinel's `+switch-master`): gets the values
   /// no command is waiting for. Without it such a value ends the connection.
-  var onPush: ((RESPValue) -> Void)?
+  public var onPush: ((RESPValue) -> Void)?
 
   private init(loop: Loop) { self.loop = loop }
 
   /// Connects (through TLS for `rediss://`, verified with `tls`), authenticates and
   /// selects the database; `completion` gets the ready connection or nil, after
   /// `failed` got the reason (refused, TLS, `WRONGPASS`…) for the operator's log.
-  static func open(
+  public static func open(
     loop: Loop, address: RedisAddress, tls: TLSContext?, failed: ((String) -> Void)? = nil,
     completion: @escaping (RedisConnection?) -> Void
   ) {
@@ -95,11 +95,11 @@ final class RedisConnection {
     tcp.startReading()
   }
 
-  var isOpen: Bool { !ended && tcp != nil }
+  public var isOpen: Bool { !ended && tcp != nil }
 
   /// Sends one command; `reply` gets its reply, or nil if the connection ends first.
   /// `limitMs`: how long the reply may take (a blocking read's block time plus slack).
-  func send(_ args: [[UInt8]], limitMs: UInt64 = 2_000, _ reply: @escaping (RESPValue?) -> Void) {
+  public func send(_ args: [[UInt8]], limitMs: UInt64 = 2_000, _ reply: @escaping (RESPValue?) -> Void) {
     guard let tcp, !ended else { return reply(nil) }
     pending.append(reply)
     deadlines.sent(nowMs: loop.nowMs, limitMs: limitMs)
@@ -107,15 +107,15 @@ final class RedisConnection {
   }
 
   /// Not silent for `stallMs` while owing a reply (ReplyDeadlines.swift).
-  func responsive(stallMs: UInt64) -> Bool { deadlines.responsive(nowMs: loop.nowMs, stallMs: stallMs) }
+  public func responsive(stallMs: UInt64) -> Bool { deadlines.responsive(nowMs: loop.nowMs, stallMs: stallMs) }
 
   /// Ends the connection once Redis has said nothing for the oldest request's limit;
   /// called from the owner's timer.
-  func checkOverdue() {
+  public func checkOverdue() {
     if deadlines.overdue(nowMs: loop.nowMs) { close() }
   }
 
-  func close() {
+  public func close() {
     tcp?.close()
     end()
   }
