@@ -57,6 +57,9 @@ let package = Package(
     .target(name: "RelayProtocol", dependencies: ["RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
+    // RelayClusterDriver: the cluster driver's decisions (appends, replicas, backpressure,
+    // Redis's liveness) as a machine of events and effects; ClusterNode is its adapter.
+    .target(name: "RelayClusterDriver", dependencies: ["RelayPrimitives"], swiftSettings: hot),
     // RelayPush: the push providers' wire rules (APNs, FCM), credentials' lifetimes and
     // the retry schedule, with time and keys passed in.
     .target(name: "RelayPush", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: strict),
@@ -68,11 +71,20 @@ let package = Package(
     // interface on the relay's loop.
     .target(
       name: "OutboundHTTP", dependencies: ["CLibCurl", "COpenSSL", "EventLoop", "RelayPrimitives"], swiftSettings: strict),
+    // RelayRedis: Redis connections on the loop (RESP over TCP or TLS, the liveness
+    // rule, AUTH/SELECT) and the Sentinel client; the cluster driver's I/O side.
+    .target(
+      name: "RelayRedis",
+      dependencies: [
+        "EventLoop", "RelayCrypto", "RelayCluster", "RelayClusterDriver", "RelayPrimitives",
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      swiftSettings: hot),
     .target(
       name: "RelayServer",
       dependencies: [
         "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
-        "OutboundHTTP", "RelayPush",
+        "RelayClusterDriver", "RelayRedis", "OutboundHTTP", "RelayPush",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -131,13 +143,14 @@ let package = Package(
     .testTarget(name: "RelayPushTests", dependencies: ["RelayPush", "RelayCore", "RelayProtocol", "RelayPrimitives"]),
     .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "RelayProtocol", "RelayPrimitives", "TestSupport"]),
     .testTarget(name: "RelayClusterTests", dependencies: ["RelayCluster", "RelayCore", "RelayProtocol", "RelayPrimitives", "RelayCrypto"]),
+    .testTarget(name: "RelayClusterDriverTests", dependencies: ["RelayClusterDriver", "RelayPrimitives"]),
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
     .testTarget(name: "OutboundHTTPTests", dependencies: ["OutboundHTTP", "EventLoop", "TestSupport"], exclude: ["Fixtures"]),
     .testTarget(
       name: "RelayServerTests",
       dependencies: [
         "RelayServer", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayPrimitives", "EventLoop", "RelayCrypto", "TestSupport",
-        "OutboundHTTP", "RelayPush",
+        "OutboundHTTP", "RelayPush", "RelayRedis",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(name: "RelayClientCoreTests", dependencies: ["RelayClientCore", "RelayProtocol", "RelayPrimitives"]),

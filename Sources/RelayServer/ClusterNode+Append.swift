@@ -1,5 +1,6 @@
 import EventLoop
 import RelayCluster
+import RelayClusterDriver
 import RelayCore
 import Logging
 
@@ -39,32 +40,67 @@ extension ClusterNode {
     send(LogBatch(node: node, inputs: [input]), [(input, nil)], generation: g)
   }
 
+  /// Hands one batch to the append machine (AppendDriver), which decides what to send
+  /// and who is answered how; this adapter keeps the batch's callers until then.
   func send(_ batch: LogBatch, _ entries: [PendingAppend], generation: String? = nil) {
     guard let g = generation ?? self.generation else { return failBatch(entries) }
-    let keys = [Self.generationKey, Self.key("seq", g), Self.key("log", g)]
-    let record = batch.encoded()
-    pipeline.sent(bytes: record.count)
-    run(.append, keys: keys, args: [Array(g.utf8), record]) { [weak self] reply in
-      self?.confirmAppend(reply) { [weak self] confirmed in
-        guard let self else { return }
-        if self.pipeline.answered(bytes: record.count) { self.server.inputsDrained() }
-        self.appended(confirmed, entries)
+    nextAppend += 1
+    sentAppends[nextAppend] = SentAppend(entries: entries, generation: g)
+    perform(driver.handle(.append(nextAppend, record: batch.encoded())))
+  }
+
+  /// Applies the append machine's effects.
+  func perform(_ effects: [AppendDriver.Effect]) {
+    for effect in effects {
+      switch effect {
+      case .sendAppend(let t, let record, let bySHA): sendAppend(t, record, bySHA: bySHA)
+      case .loadScripts: loadScripts()
+      case .sendWait(let t, let n): sendWait(t, replicas: n)
+      case .fail(let t): failBatch(sentAppends.removeValue(forKey: t)?.entries ?? [])
+      case .settled(let t): sentAppends[t] = nil
+      case .pauseReading: break  // the server asks `isBackedUp` before each read
+      case .resumeReading: server.inputsDrained()
+      case .appendError(let message): appendFailed(message)
+      case .generationLost(let message): generationLost(message)
       }
     }
   }
 
-  /// A script's reply to an append: a stream id, or why not.
+  private func sendAppend(_ t: UInt64, _ record: [UInt8], bySHA: Bool) {
+    guard let g = sentAppends[t]?.generation else { return }
+    let keys = [Self.generationKey, Self.key("seq", g), Self.key("log", g)]
+    run(.append, keys: keys, args: [Array(g.utf8), record], bySHA: bySHA) { [weak self] reply in
+      guard let self else { return }
+      if case .error(let message)? = reply, message.hasPrefix("NOSCRIPT") { self.scriptSHAs[.append] = nil }
+      self.perform(self.driver.handle(.scriptReply(t, AppendDriver.ScriptReply(reply))))
+    }
+  }
+
+  /// `WAIT N deadline` after a stored append: how many replicas hold this connection's writes.
+  private func sendWait(_ t: UInt64, replicas n: Int) {
+    guard let commands else { return perform(driver.handle(.waitReply(t, nil))) }
+    waitForReplicas(n, on: commands) { [weak self] reply in
+      guard let self else { return }
+      self.perform(self.driver.handle(.waitReply(t, WaitAnswer(reply))))
+    }
+  }
+
+  /// A script's reply for a record it appended outside the append machine (a stored
+  /// snapshot's digest record): handled as an append's would be.
   func appended(_ reply: RESPValue?, _ entries: [PendingAppend]) {
-    switch reply {
-    case .bulk?, .simple?:
-      appendsFailing = false
-    case .error(let message)? where message.hasPrefix("RESET"):
+    switch AppendDriver.ScriptReply(reply) {
+    case .stored:
+      driver.failing = false
+    case .reset(let message):
       failBatch(entries)
       generationLost(message)
-    case .error(let message)?:
+    case .error(let message):
       failBatch(entries)
       appendFailed(message)
-    default:
+    case .noScript:
+      failBatch(entries)
+      appendFailed("NOSCRIPT")
+    case .lost:
       failBatch(entries)
       appendFailed("no reply (connection lost or timed out)")
     }
@@ -72,7 +108,7 @@ extension ClusterNode {
 
   /// Not ready until an append succeeds again; Redis's words logged, rate-limited.
   func appendFailed(_ message: String) {
-    appendsFailing = true
+    driver.failing = true
     noteRedisError(message)
     let (log, held) = appendErrorLog.admit(nowMs: server.loop.nowMs)
     if log {
@@ -101,12 +137,16 @@ extension ClusterNode {
 
   /// Runs a script by its SHA1 once loaded (`EVALSHA` sends 40 bytes, not the script),
   /// falling back to `EVAL` when Redis forgot it (`NOSCRIPT`: restarted or flushed).
-  func run(_ script: RedisScript, keys: [[UInt8]], args: [[UInt8]], _ reply: @escaping (RESPValue?) -> Void) {
+  /// The append script's fallback is the append machine's (`bySHA`, `.noScript`).
+  func run(
+    _ script: RedisScript, keys: [[UInt8]], args: [[UInt8]], bySHA: Bool? = nil,
+    _ reply: @escaping (RESPValue?) -> Void
+  ) {
     guard let commands else { return reply(nil) }
     let tail = [Array(String(keys.count).utf8)] + keys + args
-    if let sha = scriptSHAs[script] {
+    if bySHA != false, let sha = scriptSHAs[script] {
       commands.send([Array("EVALSHA".utf8), sha] + tail) { [weak self] answer in
-        if case .error(let message)? = answer, message.hasPrefix("NOSCRIPT"), let self {
+        if bySHA == nil, case .error(let message)? = answer, message.hasPrefix("NOSCRIPT"), let self {
           self.scriptSHAs[script] = nil
           self.commands?.send([Array("EVAL".utf8), script.source] + tail, reply) ?? reply(nil)
           self.loadScripts()
@@ -122,7 +162,9 @@ extension ClusterNode {
   func loadScripts() {
     for script in RedisScript.allCases {
       commands?.send([Array("SCRIPT".utf8), Array("LOAD".utf8), script.source]) { [weak self] reply in
-        if case .bulk(let sha?)? = reply { self?.scriptSHAs[script] = sha }
+        guard let self, case .bulk(let sha?)? = reply else { return }
+        self.scriptSHAs[script] = sha
+        if script == .append { self.perform(self.driver.handle(.scriptLoaded)) }
       }
     }
   }
@@ -226,4 +268,35 @@ enum RedisScript: CaseIterable {
     local n = redis.call('INCR', KEYS[2])
     return redis.call('XADD', KEYS[3], '*', 'e', ARGV[2], 'n', n, 't', ms)
     """
+}
+
+extension AppendDriver.ScriptReply {
+  /// The append script's RESP reply as the machine's input.
+  init(_ reply: RESPValue?) {
+    switch reply {
+    case .bulk?, .simple?: self = .stored
+    case .error(let message)? where message.hasPrefix("NOSCRIPT"): self = .noScript
+    case .error(let message)? where message.hasPrefix("RESET"): self = .reset(message)
+    case .error(let message)?: self = .error(message)
+    case nil: self = .lost
+    case let other?: self = .error("unexpected reply \(other)")
+    }
+  }
+}
+
+extension WaitAnswer {
+  /// `WAIT`'s RESP reply; nil when the connection ended (or an unexpected reply).
+  init?(_ reply: RESPValue?) {
+    switch reply {
+    case .integer(let n)?: self = .count(n)
+    case .error(let message)?: self = .error(message)
+    default: return nil
+    }
+  }
+}
+
+/// A batch handed to the append machine: its callers and the generation it goes to.
+struct SentAppend {
+  var entries: [ClusterNode.PendingAppend]
+  var generation: String
 }

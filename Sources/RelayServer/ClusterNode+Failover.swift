@@ -1,6 +1,8 @@
 import EventLoop
 import Logging
 import RelayCluster
+import RelayRedis
+import RelayClusterDriver
 
 // Redis high availability (docs/cluster.md, "Redis high availability"; contract
 // §13.2). Redis replication is asynchronous: a record on the primary only may vanish
@@ -16,9 +18,6 @@ import RelayCluster
 // the last record it applied; if not, it starts a new generation rather than run on
 // a forked history.
 extension ClusterNode {
-  /// How long an append (and each wait of a reader) waits for the replicas: the
-  /// append deadline. Equal to `stallMs`, past which the node reads as not ready.
-  static let replicationWaitMs: UInt64 = 1_000
   /// The channel of the readers' probes (no subscriber needs it: the publish is the write).
   static let probeChannel = Array("relay:{relay}:replicated".utf8)
 
@@ -74,7 +73,7 @@ extension ClusterNode {
       }
       // ["master", offset, [[ip, port, offset], …]]: the replicas in sync now.
       if items.count > 2, case .array(let replicas?) = items[2] {
-        self.replicasSeen.note(Int64(replicas.count), on: self.primary)
+        self.perform(self.driver.handle(.replicas(Int64(replicas.count))))
       }
       self.checkPolicy()
     }
@@ -153,127 +152,26 @@ extension ClusterNode {
     on connection: RedisConnection, reading: @escaping () -> Bool, probed: @escaping () -> Bool,
     _ then: @escaping () -> Void
   ) {
-    waitForReplicas(on: connection) { [weak self] reply in
+    waitForReplicas(driver.policy.required, on: connection) { [weak self] reply in
       guard let self, reading() else { return }
-      // A refused probe proves nothing about the records: read them again afresh.
-      guard probed() || reply == nil else { return self.dropConnections() }
-      if case .integer(let n)? = reply { self.replicasSeen.note(n, on: self.primary) }
-      switch reply {
-      case .integer(let n)? where n >= Int64(self.replicasRequired):
+      switch self.driver.policy.readWait(WaitAnswer(reply), probed: probed()) {
+      case .apply:
         then()
-      case .integer(let n)?:
-        self.replicasShort(n)
+      case .waitAgain(let n):
+        self.appendFailed("NOREPLICAS \(n) of \(self.driver.policy.required) replicas hold the records read")
         self.awaitReplicas(on: connection, reading: reading, probed: probed, then)
-      case .error(let message)?:
-        self.appendFailed(message)
+      case .drop(let message):
+        if let message { self.appendFailed(message) }
         self.dropConnections()
-      default:
+      case .ended:
         return  // the connection ended: the reconnect reads again from the last applied record
       }
     }
   }
 
-  /// How many replicas must hold a record: `--redis-min-replicas`, from the first
-  /// append (also before a replica's first sync: the node answers `unavailable`
-  /// until one holds the records). The one relaxation: after a failover this node
-  /// followed, a promoted primary that has not had N replicas in sync is held to
-  /// the most it has had — it lost its old primary, and holding it to N would stop
-  /// every write until an operator brings one back. A primary that loses replicas
-  /// it had is still held to them (`unavailable` until they are back).
-  /// docs/cluster.md, "Redis high availability", says what this costs.
-  /// Without Sentinel nothing promotes a replica: always N.
-  var replicasRequired: Int {
-    config.sentinel == nil ? config.minReplicas : replicasSeen.required(config.minReplicas, on: primary)
-  }
-
   /// `WAIT N deadline` on `connection`: how many replicas hold its writes so far.
-  func waitForReplicas(on connection: RedisConnection, _ reply: @escaping (RESPValue?) -> Void) {
-    let args = ["WAIT", String(replicasRequired), String(Self.replicationWaitMs)].map { Array($0.utf8) }
-    connection.send(args, limitMs: Self.replicationWaitMs + 2_000, reply)
-  }
-
-  /// The script's reply to an append, once the replicas confirmed it (or an error
-  /// naming how many did, which fails the append's callers with `unavailable`).
-  func confirmAppend(_ reply: RESPValue?, _ done: @escaping (RESPValue?) -> Void) {
-    guard config.minReplicas > 0, let commands else { return done(reply) }
-    switch reply {
-    case .bulk?, .simple?: break
-    default: return done(reply)
-    }
-    waitForReplicas(on: commands) { [weak self] answer in
-      guard let self else { return }
-      if case .integer(let n)? = answer { self.replicasSeen.note(n, on: self.primary) }
-      switch answer {
-      case .integer(let n)? where n >= Int64(self.replicasRequired): done(reply)
-      case .integer(let n)?:
-        let wanted = self.replicasRequired
-        done(.error("NOREPLICAS \(n) of \(wanted) replicas confirmed within \(Self.replicationWaitMs) ms"))
-      case .error?: done(answer)
-      default: done(nil)
-      }
-    }
-  }
-
-  /// Readers wait while the replicas lag or are gone: logged like a failing append.
-  private func replicasShort(_ n: Int64) {
-    appendFailed("NOREPLICAS \(n) of \(replicasRequired) replicas hold the records read")
-  }
-}
-
-/// The most replicas one primary has been seen with (`ROLE` on connecting, then each
-/// `WAIT`'s count); another primary starts again from none. Whether this node has
-/// followed a failover: the first primary it uses is never relaxed, so a node
-/// started before its replica's first sync is held to N from its first append.
-struct ReplicasSeen: Equatable {
-  private(set) var primary: RedisAddress?
-  private(set) var count = 0
-  /// This node moved from one primary to another (a failover it followed).
-  private(set) var followedFailover = false
-
-  mutating func note(_ replicas: Int64, on address: RedisAddress?) {
-    if address != primary {
-      if primary != nil, address != nil { followedFailover = true }
-      primary = address
-      count = 0
-    }
-    count = max(count, Int(clamping: replicas))
-  }
-
-  func most(on address: RedisAddress?) -> Int { address == primary ? count : 0 }
-
-  /// The replicas a record needs on `address` when `wanted` are asked for.
-  func required(_ wanted: Int, on address: RedisAddress?) -> Int {
-    followedFailover ? min(wanted, most(on: address)) : wanted
-  }
-}
-
-/// Whether a log still holds what a node applied from it (docs/cluster.md, "Redis
-/// high availability"). Stream ids only grow along a log, and a failover may lose
-/// the log's tail, never its middle; trimming removes its head.
-enum LogHistory: Equatable {
-  case intact
-  case behind
-
-  /// `found`: the id of the entry at `lastApplied` if the log has it; `first`: the id
-  /// of the log's first entry. Missing, with the log starting before it: the tail the
-  /// node applied is gone. Missing because the log starts after it: trimmed behind a
-  /// snapshot, which the reader handles (it rebuilds from the snapshot).
-  static func check(lastApplied: String, found: String?, first: String?) -> LogHistory {
-    if found == lastApplied { return .intact }
-    guard let first, let firstKey = streamKey(first), let mineKey = streamKey(lastApplied) else { return .behind }
-    return firstKey > mineKey ? .intact : .behind
-  }
-
-  /// `ms-seq` as a pair that compares as Redis orders stream ids; nil if malformed.
-  static func streamKey(_ id: String) -> StreamKey? {
-    let parts = id.split(separator: "-", omittingEmptySubsequences: false)
-    guard parts.count == 2, let ms = UInt64(parts[0]), let seq = UInt64(parts[1]) else { return nil }
-    return StreamKey(ms: ms, seq: seq)
-  }
-
-  struct StreamKey: Comparable {
-    var ms: UInt64
-    var seq: UInt64
-    static func < (a: StreamKey, b: StreamKey) -> Bool { (a.ms, a.seq) < (b.ms, b.seq) }
+  func waitForReplicas(_ n: Int, on connection: RedisConnection, _ reply: @escaping (RESPValue?) -> Void) {
+    let args = ["WAIT", String(n), String(AppendDriver.replicationWaitMs)].map { Array($0.utf8) }
+    connection.send(args, limitMs: AppendDriver.replicationWaitMs + 2_000, reply)
   }
 }

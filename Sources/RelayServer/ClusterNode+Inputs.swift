@@ -1,9 +1,10 @@
 import RelayCluster
+import RelayClusterDriver
 
 /// Clustered inputs (docs/cluster.md): each is appended to the shared log and takes
 /// effect when this node's replica reads it back, like every node's
 /// (ReplicatedInputs.swift says what each input is as a record).
 extension ClusterNode: ReplicatedInputs {
   var acceptsInputs: Bool { isReady }
-  var isBackedUp: Bool { pipeline.isFull }
+  var isBackedUp: Bool { driver.pipeline.isFull }
 }

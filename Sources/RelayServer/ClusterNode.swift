@@ -1,6 +1,8 @@
 import EventLoop
 import Logging
 import RelayCluster
+import RelayRedis
+import RelayClusterDriver
 import RelayCore
 import RelayCrypto
 import RelayProtocol
@@ -68,12 +70,13 @@ final class ClusterNode {
   var onReady: (() -> Void)?
   /// Running totals for `/metrics`.
   var stats = ClusterStats()
-  /// Appends awaiting Redis's answer: backpressure (AppendPipeline.swift).
-  var pipeline = AppendPipeline()
+  /// The append path's decisions: backpressure, replicas, who is answered how.
+  var driver: AppendDriver
+  /// The callers of the batches the driver has not settled or failed yet.
+  var sentAppends: [UInt64: SentAppend] = [:]
+  var nextAppend: UInt64 = 0
   /// SHA1s of the scripts once `SCRIPT LOAD`ed; nil until then or after `NOSCRIPT`.
   var scriptSHAs: [RedisScript: [UInt8]] = [:]
-  /// Appends are failing (OOM, READONLY, timeouts…): not ready until one succeeds.
-  var appendsFailing = false
   var appendErrorLog = RateLimitedLog(everyMs: 10_000)
   /// Consecutive rebuilds from a snapshot that met missing records again.
   var rebuildsWithoutProgress = 0
@@ -86,9 +89,9 @@ final class ClusterNode {
   /// With `redis+sentinel://`: asks the sentinels for the primary, follows failovers.
   var sentinels: SentinelClient?
   /// The primary the connections go (or went) to.
-  var primary: RedisAddress?
-  /// The most replicas `primary` has had in sync while this node used it.
-  var replicasSeen = ReplicasSeen()
+  var primary: RedisAddress? {
+    didSet { driver.policy.primary = primary.map { "\($0.host):\($0.port)" } }
+  }
 
   /// Beats are sent this often; a node is dead after `nodeTimeoutMs` without one.
   var beatMs: UInt64 { UInt64(max(50, min(1_000, config.nodeTimeoutMs / 4))) }
@@ -97,15 +100,15 @@ final class ClusterNode {
     self.server = server
     self.config = config
     self.logger = logger
+    driver = AppendDriver(policy: ReplicaPolicy(minReplicas: config.minReplicas, followsFailovers: config.sentinel != nil))
   }
 
   /// Ready: joined, caught up, and appends succeed — not failing, and Redis not
   /// silent for longer than `stallMs` while it owes a reply (a Redis that hangs is as
   /// unready as one that refuses; one that answers a deep pipeline is only slow).
   var isReady: Bool {
-    guard state == .ready, !appendsFailing else { return false }
-    guard let since = commands?.silentSinceMs else { return true }
-    return server.loop.nowMs < since + Self.stallMs
+    guard state == .ready, !driver.failing else { return false }
+    return commands?.responsive(stallMs: Self.stallMs) ?? true
   }
 
   static let stallMs: UInt64 = 1_000
@@ -208,12 +211,6 @@ final class ClusterNode {
     }
   }
 
-  /// `format rules configDigest` of this binary and flags.
-  var ruleLine: String {
-    let r = server.clusterRules
-    return "\(r.format) \(r.rules) \(Crypto.hex(r.configDigest))"
-  }
-
   private func checkGeneration(_ g: String) {
     commands?.send([Array("MGET".utf8), Self.key("meta", g), Self.key("seq", g)]) { [weak self] reply in
       guard let self, case .array(let items?)? = reply, items.count == 2 else { return self?.dropConnections() ?? () }
@@ -231,27 +228,6 @@ final class ClusterNode {
     }
   }
 
-  /// The generation differs from this node only by an older rules version: this node
-  /// can take it over (docs/cluster.md, "Rolling upgrades").
-  private func olderRules(meta: String) -> Bool {
-    let theirs = meta.split(separator: " ")
-    let mine = ruleLine.split(separator: " ")
-    guard theirs.count == 3, theirs[0] == mine[0], theirs[2] == mine[2], let r = UInt32(theirs[1]) else { return false }
-    return r < server.clusterRules.rules
-  }
-
-  /// Why this node may not join a generation with these shared settings.
-  private func refusal(meta: String) -> String {
-    let theirs = meta.split(separator: " ")
-    let mine = ruleLine.split(separator: " ")
-    guard theirs.count == 3 else { return "the cluster's metadata in Redis is unreadable: \(meta)" }
-    if theirs[0] != mine[0] { return "the cluster's log format \(theirs[0]) differs from this binary's \(mine[0])" }
-    if theirs[2] != mine[2] {
-      return "this node's shared flags (--grace, --ring-timeout, limits, --secret, …) differ from the cluster's"
-    }
-    return "the cluster runs rules version \(theirs[1]), this binary has \(mine[1]); see docs/cluster.md, rolling upgrades"
-  }
-
   private func enter(generation g: String) {
     redisAttempts = 0
     loadScripts()
@@ -261,10 +237,12 @@ final class ClusterNode {
       return verifyHistory(g) { [weak self] in
         guard let self else { return }
         self.state = .catchingUp
+        self.perform(self.driver.handle(.reconnected))
         self.readLoop()
         if self.number != 0 && self.pendingJoin == nil { self.becomeReady(reconnected: true) }
       }
     }
+    perform(driver.handle(.historyEnded))
     if generation != nil {
       logger.warning("cluster state was lost in Redis: resetting this node", metadata: ["node": "\(config.nodeId)"])
       stats.resets += 1
@@ -325,7 +303,10 @@ final class ClusterNode {
     var count = 0
     if case .array(let streams?) = reply { count = consume(streams, generation: g, epoch: epoch) }
     guard reading(g, epoch) else { return }
-    if count < Self.readCount { caughtUp() }
+    if count < Self.readCount {
+      perform(driver.handle(.caughtUp))
+      caughtUp()
+    }
     armTicker()
     readLoop()
   }
@@ -373,6 +354,7 @@ final class ClusterNode {
     guard let replica = server.replica else { return }
     stats.applied += 1
     let applied = server.applyRecord(raw)
+    if driver.inFlight > 0, let record = raw.batch { perform(driver.handle(.applied(record: record))) }
     appliedAtLoopMs = server.loop.nowMs
     if let reason = applied.rejected { rejected(raw.id, reason) }
     if applied.lostRecords { return rebuild(reason: "records missing from the log") }
@@ -490,6 +472,7 @@ final class ClusterNode {
     reader = nil
     sentinels?.stop()
     flushBatch()
+    perform(driver.handle(.historyEnded))
     for timer in [housekeeping, reconnectTimer, tickTimer, flushTimer] { timer?.close() }
     flushTimer = nil
     housekeeping = nil

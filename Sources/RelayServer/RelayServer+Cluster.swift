@@ -5,6 +5,9 @@ import RelayCore
 import RelayCrypto
 import RelayProtocol
 import RelayPrimitives
+// Re-exported: `ClusterConfig` names Redis and Sentinel addresses in this module's API,
+// and every cluster file of this module drives Redis connections.
+@_exported public import RelayRedis
 import CoreMetrics
 
 /// Cluster settings (contract §12): nil `redis` means standalone.

@@ -1,5 +1,6 @@
 import Testing
 
+@testable import RelayRedis
 @testable import RelayServer
 
 @Suite struct RedisAddressTests {

@@ -1,6 +1,7 @@
 import RelayCore
 import Testing
 
+@testable import RelayRedis
 @testable import RelayServer
 
 @Suite struct SentinelAddressTests {
@@ -70,23 +71,6 @@ import Testing
     #expect(s.switchedPrimary(message: "relay 10.0.0.1 6379 10.0.0.2 http") == nil)
   }
 
-  @Test func logHistoryComparesStreamIds() {
-    // The entry this node applied last is still there.
-    #expect(LogHistory.check(lastApplied: "5-1", found: "5-1", first: "1-0") == .intact)
-    // Gone, while the log starts before it: the tail was lost (a failover).
-    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "1-0") == .behind)
-    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "5-0") == .behind)
-    // Gone because the log now starts after it: trimmed behind a snapshot.
-    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "5-2") == .intact)
-    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "10-0") == .intact)
-    // Numeric, not textual, order; an empty log or a malformed id cannot vouch for it.
-    #expect(LogHistory.check(lastApplied: "9-0", found: nil, first: "10-0") == .intact)
-    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: nil) == .behind)
-    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "x") == .behind)
-    #expect(LogHistory.streamKey("18446744073709551615-3") != nil)
-    #expect(LogHistory.streamKey("1-2-3") == nil && LogHistory.streamKey("-1") == nil)
-  }
-
   @Test func minReplicasIsASharedFlagOnlyWhenSet() {
     var config = ServerConfig(core: CoreConfig(devMode: true, serverVersion: "test"))
     config.cluster = ClusterConfig(redis: RedisAddress(host: "h", port: 1, password: nil, db: 0), nodeId: "a")
@@ -94,39 +78,5 @@ import Testing
     #expect(!without.contains("redis-min-replicas"))
     config.cluster?.minReplicas = 1
     #expect(config.sharedFlags { $0 } == without + "\nredis-min-replicas=1")
-  }
-
-  /// A primary is held to the most replicas it has been seen with; a new primary (a
-  /// promoted replica) starts again from none.
-  @Test func replicasSeenArePerPrimary() throws {
-    let a = try #require(RedisAddress(url: "redis://127.0.0.1:7001"))
-    let b = try #require(RedisAddress(url: "redis://127.0.0.1:7002"))
-    var seen = ReplicasSeen()
-    #expect(seen.most(on: a) == 0)
-    seen.note(1, on: a)
-    seen.note(0, on: a)  // its replica died: still held to one
-    #expect(seen.most(on: a) == 1 && seen.most(on: b) == 0)
-    seen.note(0, on: b)  // the failover's new primary, alone
-    #expect(seen.most(on: b) == 0 && seen.most(on: a) == 0)
-    seen.note(2, on: b)
-    #expect(seen.most(on: b) == 2)
-  }
-
-  /// The relaxation holds only after a failover this node followed: the first
-  /// primary, seen with no replica yet (started before the replica's first sync),
-  /// is held to N; a promoted primary alone is held to what it has had.
-  @Test func replicasRequiredFromTheFirstAppend() throws {
-    let a = try #require(RedisAddress(url: "redis://127.0.0.1:7001"))
-    let b = try #require(RedisAddress(url: "redis://127.0.0.1:7002"))
-    var seen = ReplicasSeen()
-    #expect(seen.required(1, on: a) == 1)
-    seen.note(0, on: a)
-    #expect(seen.required(1, on: a) == 1 && !seen.followedFailover)
-    seen.note(1, on: a)
-    #expect(seen.required(2, on: a) == 2)
-    seen.note(0, on: b)
-    #expect(seen.followedFailover && seen.required(1, on: b) == 0)
-    seen.note(1, on: b)
-    #expect(seen.required(1, on: b) == 1 && seen.required(3, on: b) == 1)
   }
 }

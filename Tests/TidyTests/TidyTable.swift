@@ -30,6 +30,7 @@ enum TidyTable {
     "RelayProtocol": .pure(["RelayPrimitives", "RelayWebSocket"]),
     "RelayCore": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol"]),
     "RelayCluster": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore"]),
+    "RelayClusterDriver": .pure(["RelayPrimitives"]),
     "RelayClientCore": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol"]),
     "RelayPush": .pure(["RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore"]),
 
@@ -37,10 +38,12 @@ enum TidyTable {
     "RelayCrypto": .shell(
       libc.union(["COpenSSL", "CRelayShims", "RelayPrimitives"])),
     "OutboundHTTP": .shell(libc.union(["CLibCurl", "COpenSSL", "EventLoop", "RelayPrimitives"])),
+    "RelayRedis": .shell(
+      libc.union(["EventLoop", "RelayCrypto", "RelayCluster", "RelayClusterDriver", "RelayPrimitives", "Logging"])),
     "RelayServer": .shell(
       libc.union([
         "EventLoop", "RelayCrypto", "RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore",
-        "RelayCluster", "OutboundHTTP", "RelayPush", "Logging", "Metrics", "CoreMetrics", "Prometheus",
+        "RelayCluster", "RelayClusterDriver", "RelayRedis", "OutboundHTTP", "RelayPush", "Logging", "Metrics", "CoreMetrics", "Prometheus",
       ])),
     "RelayClient": .shell(
       libc.union([

@@ -1,6 +1,6 @@
-import EventLoop
-import Logging
-import RelayCrypto
+public import EventLoop
+public import Logging
+public import RelayCrypto
 import RelayCluster
 
 /// A cluster node's view of Redis Sentinel (docs/cluster.md, "Redis high
@@ -9,9 +9,9 @@ import RelayCluster
 /// `+switch-master` open on the first sentinel that answers, so a failover is
 /// followed as soon as the sentinels announce it rather than at the next failed
 /// reconnect. Nothing here decides what a reply means for the log: the node does.
-final class SentinelClient {
+public final class SentinelClient {
   private let loop: Loop
-  let address: SentinelAddress
+  public let address: SentinelAddress
   private let logger: Logger
   /// `rediss+sentinel://`: the sentinels speak TLS too.
   private let tls: TLSContext?
@@ -21,14 +21,14 @@ final class SentinelClient {
   private var stopped = false
   /// Runs with the new primary each time a sentinel announces `+switch-master` for
   /// this master name.
-  var onSwitch: ((RedisAddress) -> Void)?
+  public var onSwitch: ((RedisAddress) -> Void)?
 
   /// How long one sentinel may take to connect and answer before the next is asked.
   static let askLimitMs: UInt64 = 1_000
   /// Delay before the subscription is opened again after it ended.
   static let rewatchMs: UInt64 = 500
 
-  init(loop: Loop, address: SentinelAddress, tls: TLSContext?, logger: Logger) {
+  public init(loop: Loop, address: SentinelAddress, tls: TLSContext?, logger: Logger) {
     self.loop = loop
     self.address = address
     self.tls = tls
@@ -39,7 +39,7 @@ final class SentinelClient {
 
   /// The primary's address as the first sentinel that knows the master name says,
   /// or nil when none does.
-  func locate(_ completion: @escaping (RedisAddress?) -> Void) {
+  public func locate(_ completion: @escaping (RedisAddress?) -> Void) {
     ask(0, completion)
   }
 
@@ -93,7 +93,7 @@ final class SentinelClient {
 
   /// Subscribes to `+switch-master` on the first sentinel that accepts, and again
   /// (on the next sentinel) whenever that connection ends.
-  func startWatching() {
+  public func startWatching() {
     guard !stopped, watch == nil else { return }
     let index = watchIndex % address.sentinels.count
     watchIndex += 1
@@ -128,7 +128,7 @@ final class SentinelClient {
     onSwitch?(address.primary(host: primary.host, port: primary.port))
   }
 
-  func stop() {
+  public func stop() {
     stopped = true
     watchTimer?.close()
     watchTimer = nil

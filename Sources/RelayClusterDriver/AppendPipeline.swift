@@ -4,17 +4,26 @@
 /// (their reads are kept, RelayServer+Turns.swift, and TCP pushes back on the
 /// clients); once Redis has answered down to a low mark it reads them again. Two
 /// marks, so reading does not flap on and off with every reply.
-struct AppendPipeline: Equatable {
-  var highRecords = 64
-  var lowRecords = 16
-  var highBytes = 512 << 10
-  var lowBytes = 128 << 10
-  private(set) var records = 0
-  private(set) var bytes = 0
+public struct AppendPipeline: Equatable, Sendable {
+  public var highRecords = 64
+  public var lowRecords = 16
+  public var highBytes = 512 << 10
+  public var lowBytes = 128 << 10
+  public private(set) var records = 0
+  public private(set) var bytes = 0
   /// Reading is held back until the pipeline drains below both low marks.
-  private(set) var isFull = false
+  public private(set) var isFull = false
 
-  mutating func sent(bytes n: Int) {
+  public init() {}
+
+  public init(highRecords: Int, lowRecords: Int, highBytes: Int, lowBytes: Int) {
+    self.highRecords = highRecords
+    self.lowRecords = lowRecords
+    self.highBytes = highBytes
+    self.lowBytes = lowBytes
+  }
+
+  public mutating func sent(bytes n: Int) {
     records += 1
     bytes += n
     if records >= highRecords || bytes >= highBytes { isFull = true }
@@ -22,7 +31,7 @@ struct AppendPipeline: Equatable {
 
   /// One record answered (or failed). True when this reply drained a full pipeline:
   /// the kept reads may go on.
-  mutating func answered(bytes n: Int) -> Bool {
+  public mutating func answered(bytes n: Int) -> Bool {
     records = max(0, records - 1)
     bytes = max(0, bytes - n)
     guard isFull, records <= lowRecords, bytes <= lowBytes else { return false }

@@ -1,34 +1,35 @@
-import EventLoop
-import RelayCrypto
-import RelayCluster
+public import EventLoop
+public import RelayCrypto
+public import RelayCluster
+import RelayClusterDriver
 import RelayPrimitives
 
 /// One connection to Redis on the server's loop: commands are pipelined, replies
 /// matched in order (RESP2 has no ids). A reply that does not come within its time
 /// limit, or any I/O or protocol error, ends the connection: every pending callback
 /// then gets nil, and the owner reconnects.
-final class RedisConnection {
+public final class RedisConnection {
   private let loop: Loop
   private var tcp: TCPConnection?
   private var parser = RESPParser()
-  private var pending = FIFOQueue<(sentMs: UInt64, limitMs: UInt64, reply: (RESPValue?) -> Void)>()
+  private var pending = FIFOQueue<(RESPValue?) -> Void>()
+  /// Each request's time limit, counted from Redis's last answer (the liveness rule).
+  private var deadlines = ReplyDeadlines()
   private var ended = false
-  /// When Redis last answered on this connection (loop ms).
-  private var lastReplyMs: UInt64 = 0
   /// Why the connection ended, when it is known (a TLS failure).
-  private(set) var endReason: String?
+  public private(set) var endReason: String?
   /// Runs once when the connection ends for any reason after it was established.
-  var onEnd: (() -> Void)?
+  public var onEnd: (() -> Void)?
   /// Set on a subscribed connection (a sentinel's `+switch-master`): gets the values
   /// no command is waiting for. Without it such a value ends the connection.
-  var onPush: ((RESPValue) -> Void)?
+  public var onPush: ((RESPValue) -> Void)?
 
   private init(loop: Loop) { self.loop = loop }
 
   /// Connects (through TLS for `rediss://`, verified with `tls`), authenticates and
   /// selects the database; `completion` gets the ready connection or nil, after
   /// `failed` got the reason (refused, TLS, `WRONGPASS`…) for the operator's log.
-  static func open(
+  public static func open(
     loop: Loop, address: RedisAddress, tls: TLSContext?, failed: ((String) -> Void)? = nil,
     completion: @escaping (RedisConnection?) -> Void
   ) {
@@ -94,30 +95,27 @@ final class RedisConnection {
     tcp.startReading()
   }
 
-  var isOpen: Bool { !ended && tcp != nil }
+  public var isOpen: Bool { !ended && tcp != nil }
 
   /// Sends one command; `reply` gets its reply, or nil if the connection ends first.
   /// `limitMs`: how long the reply may take (a blocking read's block time plus slack).
-  func send(_ args: [[UInt8]], limitMs: UInt64 = 2_000, _ reply: @escaping (RESPValue?) -> Void) {
+  public func send(_ args: [[UInt8]], limitMs: UInt64 = 2_000, _ reply: @escaping (RESPValue?) -> Void) {
     guard let tcp, !ended else { return reply(nil) }
-    pending.append((loop.nowMs, limitMs, reply))
+    pending.append(reply)
+    deadlines.sent(nowMs: loop.nowMs, limitMs: limitMs)
     if !tcp.write(RESP.command(args)) { close() }
   }
 
-  /// Since when Redis owes this connection a reply without having said anything
-  /// (loop ms), if a reply is awaited: the later of the oldest request and the last
-  /// reply. A deep pipeline whose replies keep coming is slow behind the node's own
-  /// queue, not a Redis that stopped answering.
-  var silentSinceMs: UInt64? { pending.first.map { max($0.sentMs, lastReplyMs) } }
+  /// Not silent for `stallMs` while owing a reply (ReplyDeadlines.swift).
+  public func responsive(stallMs: UInt64) -> Bool { deadlines.responsive(nowMs: loop.nowMs, stallMs: stallMs) }
 
   /// Ends the connection once Redis has said nothing for the oldest request's limit;
   /// called from the owner's timer.
-  func checkOverdue() {
-    guard let oldest = pending.first, let since = silentSinceMs else { return }
-    if loop.nowMs > since + oldest.limitMs { close() }
+  public func checkOverdue() {
+    if deadlines.overdue(nowMs: loop.nowMs) { close() }
   }
 
-  func close() {
+  public func close() {
     tcp?.close()
     end()
   }
@@ -126,13 +124,13 @@ final class RedisConnection {
     parser.feed(bytes)
     do {
       while let value = try parser.next() {
-        lastReplyMs = loop.nowMs
-        guard let reply = pending.popFirst()?.reply else {
+        guard let reply = pending.popFirst() else {
           guard let onPush else { return close() }  // a reply nobody asked for
           onPush(value)
           if ended { return }
           continue
         }
+        deadlines.answered(nowMs: loop.nowMs)
         reply(value)
         if ended { return }
       }
@@ -147,7 +145,8 @@ final class RedisConnection {
     tcp = nil
     let waiting = pending.elements
     pending = FIFOQueue()
-    for p in waiting { p.reply(nil) }
+    deadlines = ReplyDeadlines()
+    for reply in waiting { reply(nil) }
     onEnd?()
     onEnd = nil
   }

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import RelayServer
+import RelayClusterDriver
 
 /// Backpressure marks of a cluster node's appends (AppendPipeline.swift).
 @Suite struct AppendPipelineTests {
