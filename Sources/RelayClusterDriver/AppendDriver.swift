@@ -11,12 +11,17 @@ import RelayPrimitives
 /// in the log. A record read back is never answered again; a batch whose reply was
 /// lost (the connection ended) is decided only after the reader, reconnected into
 /// the same generation, has read the log again to its end: found there, applying it
-/// answered it; not found, `unavailable`.
+/// answered it; not found, `unavailable`. A batch still undecided `undecidedLimitMs`
+/// after it was first seen so (Redis has not come back) is answered `unavailable`
+/// then: a client never waits without end, and an `unavailable` command may still
+/// take effect (docs/cluster.md, as after a short `WAIT`).
 public struct AppendDriver: Sendable {
   public typealias Token = UInt64
 
   /// How long an append waits for the replicas (`WAIT N deadline`): the append deadline.
   public static let replicationWaitMs: UInt64 = 1_000
+  /// How long a batch whose fate is unknown waits for the reader's re-read.
+  public static let undecidedLimitMs: UInt64 = 10_000
 
   public enum Event: Equatable, Sendable {
     /// A batch to log, as the record's bytes (the `e` field the log will hold).
@@ -39,6 +44,9 @@ public struct AppendDriver: Sendable {
     case scriptLoaded
     /// `ROLE` on connecting: `n` replicas in sync with the primary.
     case replicas(Int64)
+    /// The clock, now and then (the node's housekeeping beat): batches undecided for
+    /// `undecidedLimitMs` are answered `unavailable`.
+    case expire(nowMs: UInt64)
   }
 
   public enum ScriptReply: Equatable, Sendable {
@@ -88,6 +96,10 @@ public struct AppendDriver: Sendable {
     var applied = false
     /// Lost or unread at a reconnect: decided at the next `caughtUp`.
     var recheck = false
+    /// When an `expire` first found it undecided.
+    var undecidedSinceMs: UInt64?
+    /// Its fate waits on the reader: no reply came, or a reconnect asked for a re-read.
+    var undecided: Bool { !applied && (phase == .unknown || recheck) }
   }
 
   public private(set) var pipeline: AppendPipeline
@@ -124,8 +136,22 @@ public struct AppendDriver: Sendable {
     case .historyEnded: decide({ _ in true }, &out)
     case .scriptLoaded: scriptLoaded = true
     case .replicas(let n): policy.note(n)
+    case .expire(let now): expire(now, &out)
     }
     return out
+  }
+
+  private mutating func expire(_ now: UInt64, _ out: inout [Effect]) {
+    for t in batches.keys.sorted() {
+      guard let batch = batches[t], batch.undecided else { continue }
+      guard let since = batch.undecidedSinceMs else {
+        batches[t]?.undecidedSinceMs = now
+        continue
+      }
+      guard now >= since + Self.undecidedLimitMs else { continue }
+      if !batch.phase.replied { replied(t, &out) }
+      drop(t, &out)
+    }
   }
 
   private mutating func append(_ t: Token, _ record: [UInt8], _ out: inout [Effect]) {

@@ -414,6 +414,7 @@ final class ClusterNode {
   private func housekeep() {
     commands?.checkOverdue()
     reader?.checkOverdue()
+    perform(driver.handle(.expire(nowMs: server.loop.nowMs)))
     guard state == .ready else { return }
     let retry = unloggedCloses
     unloggedCloses = []

@@ -36,6 +36,22 @@ import Testing
     #expect(d.inFlight == 0)
   }
 
+  /// Redis does not come back: a batch without a reply is answered `unavailable` once
+  /// it has been undecided for the limit, never before, and only once.
+  @Test func anUndecidedBatchIsAnsweredAfterTheLimit() {
+    var d = driver()
+    _ = d.handle(.append(1, record: [1]))
+    _ = d.handle(.append(2, record: [2]))
+    _ = d.handle(.scriptReply(1, .lost))
+    #expect(d.handle(.expire(nowMs: 5_000)).isEmpty)  // first seen undecided
+    let limit = AppendDriver.undecidedLimitMs
+    #expect(d.handle(.expire(nowMs: 5_000 + limit - 1)).isEmpty)
+    #expect(d.handle(.expire(nowMs: 5_000 + limit)) == [.fail(1)])
+    #expect(d.handle(.expire(nowMs: 5_000 + 3 * limit)).isEmpty)  // 2 still awaits its reply
+    #expect(d.handle(.applied(record: [1])).isEmpty)  // read back later: not answered again
+    #expect(d.inFlight == 1)
+  }
+
   /// A read that reached the log's end before a batch was stored says nothing about it.
   @Test func aStoredBatchIsNotFailedByAnEarlierRead() {
     var d = driver()

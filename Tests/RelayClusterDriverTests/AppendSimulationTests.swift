@@ -4,7 +4,8 @@ import Testing
 
 /// The append machine driven against a simulated Redis (SimRedis.swift) with faults:
 /// slow replies, a connection that dies mid-append, a failover that loses the log's
-/// tail, `NOSCRIPT`, short `WAIT`s and stalled replicas. The invariants are checked
+/// tail, `NOSCRIPT`, short `WAIT`s, stalled replicas and outages longer than the
+/// undecided limit (`AppendDriver.undecidedLimitMs`). The invariants are checked
 /// after every step; a failure names its seed and step, to be replayed with
 /// `AppendSimulation(seed:).run(steps:)`.
 @Suite struct AppendSimulationTests {
@@ -30,6 +31,7 @@ import Testing
     #expect(seen.pauses > 10 && seen.overdue > 0 && seen.failovers > 5 && seen.lostTails > 0, "\(seen)")
     #expect(seen.noScripts > 5 && seen.shortWaits > 2 && seen.relaxedApplies > 0, "\(seen)")
     #expect(seen.lostThenFound > 0 && seen.lostThenUnavailable > 0 && seen.appliedThenLost > 0, "\(seen)")
+    #expect(seen.longOutages > 0 && seen.expired > 0, "\(seen)")
   }
 
   /// The invariants can fail: a machine that answers `unavailable` at every lost
@@ -48,8 +50,9 @@ import Testing
 struct AppendSimulation {
   enum Answer: Equatable {
     case ok
-    /// `unavailable`; `afterWait`: from a short `WAIT` (the record may still count later).
-    case unavailable(afterWait: Bool)
+    /// `unavailable`; `mayTakeEffect`: after a short `WAIT` or when undecided past the
+    /// limit, where the record may still count later (docs/cluster.md).
+    case unavailable(mayTakeEffect: Bool)
   }
 
   let seed: UInt64
@@ -74,6 +77,9 @@ struct AppendSimulation {
   var nextCommand: UInt16 = 0
   var answers: [UInt16: [Answer]] = [:]
   var inWaitReply = false
+  /// In an `expire` beat (the node's housekeeping), and when the next one is due.
+  var inExpire = false
+  var nextBeatMs: UInt64 = 250
   var failure: String?
   var step = 0
   /// The old behaviour, for the test that the checks can fail.
@@ -84,12 +90,14 @@ struct AppendSimulation {
     var ok = 0, unavailable = 0, pauses = 0, overdue = 0, failovers = 0, lostTails = 0
     var noScripts = 0, shortWaits = 0, relaxedApplies = 0
     var lostThenFound = 0, lostThenUnavailable = 0, appliedThenLost = 0
+    var longOutages = 0, expired = 0
 
     mutating func add(_ o: Seen) {
       ok += o.ok; unavailable += o.unavailable; pauses += o.pauses; overdue += o.overdue
       failovers += o.failovers; lostTails += o.lostTails; noScripts += o.noScripts
       shortWaits += o.shortWaits; relaxedApplies += o.relaxedApplies; lostThenFound += o.lostThenFound
       lostThenUnavailable += o.lostThenUnavailable; appliedThenLost += o.appliedThenLost
+      longOutages += o.longOutages; expired += o.expired
     }
   }
 
@@ -144,6 +152,12 @@ struct AppendSimulation {
     redis.replicate(using: &random)
     if up { read() }
     if up, deadlines.overdue(nowMs: nowMs) { declareLost() }
+    if nowMs >= nextBeatMs {
+      nextBeatMs = nowMs + 250
+      inExpire = true
+      perform(driver.handle(.expire(nowMs: nowMs)))
+      inExpire = false
+    }
     if paused != driver.pipeline.isFull { failure = "reading paused \(paused), pipeline full \(driver.pipeline.isFull)" }
   }
 
@@ -206,7 +220,8 @@ struct AppendSimulation {
       case .sendWait(let t, let n): send(.wait(t, n), limit: AppendDriver.replicationWaitMs + 2_000)
       case .fail(let t):
         if lostTokens.remove(t) != nil { seen.lostThenUnavailable += 1 }
-        answer(records.removeValue(forKey: t) ?? [], .unavailable(afterWait: inWaitReply))
+        if inExpire { seen.expired += 1 }
+        answer(records.removeValue(forKey: t) ?? [], .unavailable(mayTakeEffect: inWaitReply || inExpire))
       case .settled(let t):
         records[t] = nil
         appliedTokens.insert(t)
@@ -254,7 +269,7 @@ struct AppendSimulation {
       if r == .lost { appliedTokens.contains(t) ? (seen.appliedThenLost += 1) : (_ = lostTokens.insert(t)) }
       if r == .noScript { seen.noScripts += 1 }
       if failLostRepliesAtOnce, r == .lost, let record = records.removeValue(forKey: t) {
-        answer(record, .unavailable(afterWait: false))
+        answer(record, .unavailable(mayTakeEffect: false))
       }
       perform(driver.handle(.scriptReply(t, r)))
     case .wait(let t, let a):
@@ -273,7 +288,7 @@ struct AppendSimulation {
       let before = answers[c] ?? []
       answers[c] = before + [a]
       if before.contains(.ok) { failure = "command \(c) answered \(a) after ok" }
-      if !before.isEmpty, before != [.unavailable(afterWait: true)] || a != .ok {
+      if !before.isEmpty, before != [.unavailable(mayTakeEffect: true)] || a != .ok {
         failure = "command \(c) answered twice: \(before + [a])"
       }
     }
@@ -284,7 +299,10 @@ struct AppendSimulation {
   private mutating func lose(_ lost: [SimRedis.Reply]) {
     guard up else { return }
     up = false
-    downUntilMs = nowMs + UInt64(20 + random.below(700))
+    // Now and then Redis stays away past the undecided limit (a long failover).
+    let long = random.below(40) == 0
+    if long { seen.longOutages += 1 }
+    downUntilMs = nowMs + UInt64(long ? 10_500 + random.below(3_000) : 20 + random.below(700))
     deadlines = ReplyDeadlines()
     sentTimes = []
     for reply in lost { handle(reply) }
