@@ -324,6 +324,28 @@ async def test_redis_down_means_unavailable_then_recovery(cluster):
     assert (await join(fresh, "room"))["seq"] == 1
 
 
+async def test_a_command_in_flight_when_redis_hangs_is_answered(cluster):
+    """Redis stops answering with an append in flight: the reply never comes, the
+    connection is declared silent after the reply limit, and the command's fate waits
+    for a re-read that cannot happen. It is answered `unavailable` once the undecided
+    limit passes (docs/cluster.md, "An append's reply is lost"), not never."""
+    n1, _, _ = nodes(cluster)
+    alice = await dev(n1, "alice")
+    await join(alice, "room")
+    cluster.redis.proc.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        await alice.send({"type": "hand.raise", "id": "h", "session": "room"})
+        err = await alice.recv_type("error", timeout=30)
+        waited = time.monotonic() - started
+        assert err.get("re") == "h" and err["code"] == "unavailable", err
+        # Not before the reply limit plus the undecided limit (10 s).
+        assert waited >= 10, waited
+    finally:
+        cluster.redis.proc.send_signal(signal.SIGCONT)
+    n1.wait_ready(20)
+
+
 async def test_flushed_redis_resets_sessions(cluster):
     n1, n2, _ = nodes(cluster)
     alice = await RawClient.connect(n1.port)
