@@ -140,15 +140,15 @@ extension DiskLog {
     var cut: Int?
     while true {
       let at = reader.offset
-      guard let raw = reader.nextRecord() else { break }
-      let position = raw.position.flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
+      guard let frame = reader.nextRecordFrame() else { break }
+      let position = frame.position
       if position <= replica.position { continue }
       guard position == replica.position + 1 else {
         logger.error("data dir: records missing before this one", metadata: ["file": "\(name)", "position": "\(position)"])
         cut = at
         break
       }
-      _ = replica.apply(raw)
+      _ = replica.apply(batch: bytes[frame.batch], position: position, timeMs: frame.timeMs)
       stats.replayed += 1
     }
     if let damage = reader.damage { cut = damage.offset }
