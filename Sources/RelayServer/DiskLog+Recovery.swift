@@ -70,7 +70,8 @@ extension DiskLog {
       case .short, .damaged: setAside(name, why: "damaged header")
       case .valid(let header):
         var reader = DataFileReader(bytes)
-        if let range = reader.next(), let replica = server.installReplica(seed: header.seed, restoring: Array(bytes[range])),
+        if let range = reader.next(),
+          let replica = server.installReplica(seed: header.seed, restoring: Array(bytes[range]), ownFile: true),
           replica.position == candidate
         {
           seed = header.seed
