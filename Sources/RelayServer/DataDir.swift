@@ -82,8 +82,24 @@ final class DataDir {
     let fd = Glibc.open(p, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw FileError("open", p) }
     defer { _ = Glibc.close(fd) }
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 20)
+    // Straight into an array of the file's size (a snapshot may be hundreds of MiB: no
+    // chunk copied, no regrowth); whatever the file grew by meanwhile is read after.
+    var info = stat()
+    let size = fstat(fd, &info) == 0 ? max(0, Int(info.st_size)) : 0
+    var failed = false
+    var out = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+      while count < size, let base = buffer.baseAddress {
+        let n = Glibc.read(fd, base + count, size - count)
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 {
+          failed = n < 0
+          return
+        }
+        count += n
+      }
+    }
+    if failed { throw FileError("read", p) }
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
     while true {
       let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
       if n < 0 && errno == EINTR { continue }

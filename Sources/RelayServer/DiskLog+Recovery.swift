@@ -60,7 +60,7 @@ extension DiskLog {
     for candidate in layout.startCandidates {
       guard candidate > 0 else { break }
       let name = DataDirFile.snapshot(position: candidate).name
-      let bytes: [UInt8]
+      var bytes: [UInt8]
       do { bytes = try dir.read(name) } catch {
         setAside(name, why: "\(error)")
         continue
@@ -69,9 +69,8 @@ extension DiskLog {
       case .foreign(let header): throw refusal(header, file: name)
       case .short, .damaged: setAside(name, why: "damaged header")
       case .valid(let header):
-        var reader = DataFileReader(bytes)
-        if let range = reader.next(),
-          let replica = server.installReplica(seed: header.seed, restoring: Array(bytes[range]), ownFile: true),
+        if let body = Self.takeSnapshotBody(&bytes),
+          let replica = server.installReplica(seed: header.seed, restoring: body, ownFile: true),
           replica.position == candidate
         {
           seed = header.seed
@@ -88,6 +87,22 @@ extension DiskLog {
       throw DataDirRefusal("cannot create the state")
     }
     return replica
+  }
+
+  /// A snapshot file's one frame, checked, taken out of `bytes` (emptied): the header
+  /// and frame head are cut off in place, as a snapshot may be hundreds of MiB.
+  static func takeSnapshotBody(_ bytes: inout [UInt8]) -> [UInt8]? {
+    let range: Range<Int>?
+    do {
+      var reader = DataFileReader(bytes)
+      range = reader.next()
+    }
+    guard let range else { return nil }
+    var body: [UInt8] = []
+    swap(&body, &bytes)
+    guard range.upperBound == body.count else { return Array(body[range]) }
+    body.removeSubrange(0..<range.lowerBound)
+    return body
   }
 
   private func firstSegmentSeed(_ layout: DataDirLayout) throws(DataDirRefusal) -> [UInt8]? {
