@@ -12,6 +12,11 @@ of the tests.
 - restart: a relay's data dir filled with N message records (the fan-out load
   with the replay bounds raised so the state holds them), then SIGKILL and the
   time from exec to `/readyz` 200, median of 3.
+- callgrind: instructions per command (the commands load, 4 s) under
+  `valgrind --tool=callgrind`, net of a run that only starts and stops, per mode:
+  repeatable where wall time on a shared machine is not. Valgrind 3.19 cannot read
+  the debug info Swift writes, so it runs a copy without it (`objcopy
+  --strip-debug`; symbols stay).
 - restart-big: the same at the issue's sizes, each state made by real clients:
   100 000 participants (1 000 sessions x 100 members of relay-bots, run in shards
   of 10 000 that are SIGKILLed once joined, so every member stays as a lost
@@ -107,9 +112,9 @@ class Relay:
         self.log.close()
 
 
-def bots(port: int, scenario: str, out: Path) -> dict:
+def bots(port: int, scenario: str, out: Path, *extra: str) -> dict:
     subprocess.run(["taskset", "-c", OTHER_CPU, str(BIN / "relay-bots"), "run", scenario,
-                    "--url", f"ws://127.0.0.1:{port}/v1/ws", "--dev", "--json", str(out), "--quiet"],
+                    "--url", f"ws://127.0.0.1:{port}/v1/ws", "--dev", "--json", str(out), "--quiet", *extra],
                    cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
     return json.loads(out.read_text())
 
@@ -187,6 +192,51 @@ def restart() -> list[str]:
         lines.append(f"| fan-out for {seconds} s, replay kept | {size / 2**20:.1f} MiB | {replayed:,.0f} | "
                      f"{statistics.median(times) * 1000:.0f} ms |")
         shutil.rmtree(data, ignore_errors=True)
+    return lines
+
+
+def callgrind_ir(binary: Path, mode: str, tag: str, load: bool) -> tuple[int, int]:
+    """(instructions, commands) of one relay run under callgrind."""
+    port = free_port()
+    out = RAW / f"callgrind-{tag}.out"
+    args = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(binary), "serve", "--listen",
+            f"127.0.0.1:{port}", *FLAGS]
+    if mode != "memory":
+        args += ["--data-dir", str(RAW / f"data-cg-{tag}"), "--fsync", mode]
+    with open(RAW / f"callgrind-{tag}.log", "wb") as log:
+        proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, *args], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if get(port, "/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)  # polling a port that is not open yet: no event to await
+        commands = 0
+        if load:
+            report = bots(port, str(ROOT / "Benchmarks" / "durable-commands.json"), RAW / f"callgrind-{tag}.json",
+                          "--duration", "4000")
+            commands = report["commandsSent"]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    total = next(int(line.split()[1]) for line in out.read_text().splitlines() if line.startswith("summary:"))
+    shutil.rmtree(RAW / f"data-cg-{tag}", ignore_errors=True)
+    return total, commands
+
+
+def callgrind() -> list[str]:
+    binary = RAW / "relay-nodebug"
+    subprocess.run(["objcopy", "--strip-debug", str(BIN / "relay"), str(binary)], check=True)
+    lines = ["| | memory only | `--fsync no` | `--fsync everysec` | `--fsync always` |", "|---|---|---|---|---|"]
+    per: dict[str, float] = {}
+    for mode in MODES:
+        idle, _ = callgrind_ir(binary, mode, f"{mode}-idle", False)
+        total, commands = callgrind_ir(binary, mode, mode, True)
+        per[mode] = (total - idle) / max(1, commands)
+        print(f"  callgrind {mode}: {commands} commands, {per[mode]:,.0f} instructions each", file=sys.stderr)
+    lines.append("| instructions per command | " + " | ".join(
+        f"{per[m]:,.0f}" + ("" if m == "memory" else f" ({per['memory'] / per[m]:.2f}×)") for m in MODES) + " |")
     return lines
 
 
@@ -287,6 +337,8 @@ def main() -> None:
         out += ["## Throughput", ""] + throughput() + [""]
     if "restart" in parts:
         out += ["## Restart to ready", ""] + restart() + [""]
+    if "callgrind" in parts:
+        out += ["## Instructions per command (callgrind)", ""] + callgrind() + [""]
     if "restart-big" in parts:
         out += ["## Restart to ready at scale", ""] + restart_big() + [""]
     text = "\n".join(out)
