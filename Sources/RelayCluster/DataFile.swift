@@ -108,12 +108,18 @@ public enum DataFrame {
   public static let overhead = 8
 
   public static func encode(_ payload: [UInt8]) -> [UInt8] {
-    var w = BinaryWriter(capacity: payload.count + overhead)
-    w.u32(UInt32(payload.count))
-    w.u32(CRC32.checksum(payload))
-    var out = w.bytes
+    var out = header(for: payload)
+    out.reserveCapacity(overhead + payload.count)
     out.append(contentsOf: payload)
     return out
+  }
+
+  /// The frame's first bytes, for a payload written apart (a snapshot: no copy of it).
+  public static func header(for payload: [UInt8]) -> [UInt8] {
+    var w = BinaryWriter(capacity: overhead)
+    w.u32(UInt32(payload.count))
+    w.u32(CRC32.checksum(payload))
+    return w.bytes
   }
 
   /// A log record's payload: its position, its time (Unix ms, the record's `t`), the
@@ -125,6 +131,24 @@ public enum DataFrame {
     var out = w.bytes
     out.append(contentsOf: batch)
     return encode(out)
+  }
+
+  /// The frame `record(position:timeMs:batch: batch.encoded())` would give, written at
+  /// the end of `w` with the batch encoded in place (the durable node's turn buffer:
+  /// no array per record). Returns where the encoded batch lies in `w.bytes`.
+  public static func appendRecord(position: UInt64, timeMs: Int64, batch: LogBatch, to w: inout BinaryWriter) -> Range<Int> {
+    let start = w.bytes.count
+    w.u32(0)
+    w.u32(0)
+    w.u64(position)
+    w.i64(timeMs)
+    let batchStart = w.bytes.count
+    batch.encode(into: &w)
+    let end = w.bytes.count
+    let crc = w.bytes.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + overhead)..<end])) }
+    w.setU32(UInt32(end - start - overhead), at: start)
+    w.setU32(crc, at: start + 4)
+    return batchStart..<end
   }
 }
 
@@ -181,6 +205,15 @@ public struct DataFileReader {
   /// The next log record, or nil (at the end, at damage, or a frame too short to be
   /// a record: then `damage` says corrupt).
   public mutating func nextRecord() -> RawRecord? {
+    guard let frame = nextRecordFrame() else { return nil }
+    return RawRecord(
+      id: "disk-\(frame.position)", batch: Array(bytes[frame.batch]),
+      position: Array(String(frame.position).utf8), timeMs: Array(String(frame.timeMs).utf8))
+  }
+
+  /// `nextRecord()` as numbers and the batch's range in `bytes`, for
+  /// `Replica.apply(batch:position:timeMs:)` (a replay formats no decimals).
+  public mutating func nextRecordFrame() -> (position: UInt64, timeMs: Int64, batch: Range<Int>)? {
     let at = offset
     guard let range = next() else { return nil }
     guard range.count > 16 else {
@@ -189,8 +222,6 @@ public struct DataFileReader {
     }
     let position = readU64(bytes, at: range.lowerBound)
     let time = Int64(bitPattern: readU64(bytes, at: range.lowerBound + 8))
-    return RawRecord(
-      id: "disk-\(position)", batch: Array(bytes[(range.lowerBound + 16)..<range.upperBound]),
-      position: Array(String(position).utf8), timeMs: Array(String(time).utf8))
+    return (position, time, (range.lowerBound + 16)..<range.upperBound)
   }
 }

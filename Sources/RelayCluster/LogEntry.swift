@@ -123,14 +123,37 @@ extension LogBatch {
   /// byte strings behind a 4-byte length.
   public func encoded() -> [UInt8] {
     var w = BinaryWriter()
+    encode(into: &w)
+    return w.bytes
+  }
+
+  /// `encoded()` written at the end of `w` (a buffer that holds other frames): each
+  /// input's length is written once the input is.
+  public func encode(into w: inout BinaryWriter) {
     w.u8(Self.formatVersion)
     w.u32(node)
     for input in inputs {
-      var one = BinaryWriter()
-      one.input(input)
-      w.bytes(one.bytes)
+      let at = w.bytes.count
+      w.u32(0)
+      w.input(input)
+      w.setU32(UInt32(w.bytes.count - at - 4), at: at)
     }
-    return w.bytes
+  }
+
+  /// Whether `LogBatch(decoding: encoded(), limits:)` gives this very batch back:
+  /// true for the inputs a socket produces within the limits (the shell enforces
+  /// them before logging); joins, admin actions and the rest are re-checked by their
+  /// decoder (push fields, name lengths), so for those the answer is no.
+  public func decodesUnchanged(limits: LogLimits) -> Bool {
+    guard !inputs.isEmpty, inputs.count <= limits.maxInputs else { return false }
+    for input in inputs {
+      switch input {
+      case .leave, .beat, .tick, .open, .closed: continue
+      case .text(_, let bytes): if bytes.count > limits.maxTextBytes { return false }
+      case .join, .admin, .digest, .upgrade: return false
+      }
+    }
+    return true
   }
 
   /// Nil for bytes that are not a batch of this version within `limits`.

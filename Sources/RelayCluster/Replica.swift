@@ -180,14 +180,46 @@ public final class Replica {
 
   /// Applies one record of the log.
   public func apply(_ raw: RawRecord) -> Applied {
+    let limits = config.limits
+    return apply(
+      position: Decimal.parse(raw.position), timeMs: Decimal.parse(raw.timeMs).flatMap { Int64(exactly: $0) },
+      byteCount: raw.batch?.count ?? 0
+    ) { raw.batch.flatMap { LogBatch(decoding: $0, limits: limits) } }
+  }
+
+  /// Applies a record whose fields are already numbers (a data file's frame,
+  /// DataFile.swift): the same as `apply(_:)` of its decimal form.
+  public func apply(batch bytes: ArraySlice<UInt8>, position: UInt64, timeMs: Int64) -> Applied {
+    let limits = config.limits
+    return apply(position: position, timeMs: timeMs, byteCount: bytes.count) {
+      LogBatch(decoding: Array(bytes), limits: limits)
+    }
+  }
+
+  /// Applies a record this process has just encoded from `batch` (`encoded`: its bytes):
+  /// the same as `apply(batch:position:timeMs:)` of those bytes, without decoding them
+  /// again where that would give `batch` back unchanged (`decodesUnchanged`).
+  public func apply(
+    own batch: LogBatch, encoded: ArraySlice<UInt8>, position: UInt64, timeMs: Int64
+  ) -> Applied {
+    let limits = config.limits
+    return apply(position: position, timeMs: timeMs, byteCount: encoded.count) {
+      batch.decodesUnchanged(limits: limits) ? batch : LogBatch(decoding: Array(encoded), limits: limits)
+    }
+  }
+
+  /// Every form of a record ends here: its position, its time (nil: missing or not a
+  /// number), the batch's encoded length, and the batch, decoded only once the
+  /// position and time are accepted (nil: malformed).
+  private func apply(position n: UInt64?, timeMs t: Int64?, byteCount: Int, batch: () -> LogBatch?) -> Applied {
     let before = (position: position, clockMs: clockMs)
     defer {
       if let broken = Self.violation(before: before, after: (position, clockMs)) { fatalError(broken) }
     }
     var applied = Applied()
-    guard let advanced = takePosition(raw, &applied) else { return applied }
-    accept(raw, &applied)
-    if advanced { countTowardsSnapshot(raw, &applied) }
+    guard let advanced = takePosition(n, &applied) else { return applied }
+    accept(t, batch, &applied)
+    if advanced { countTowardsSnapshot(byteCount, &applied) }
     return applied
   }
 
@@ -213,8 +245,8 @@ public final class Replica {
   /// but a record XADDed by hand can carry any, and one that took a position first
   /// must not silence the legitimate record counted there. Nil: not applied.
   /// A legitimate record of a dead node still takes its place.
-  private func takePosition(_ raw: RawRecord, _ applied: inout Applied) -> Bool? {
-    guard let n = Decimal.parse(raw.position), n >= position, n > 0 else {
+  private func takePosition(_ n: UInt64?, _ applied: inout Applied) -> Bool? {
+    guard let n, n >= position, n > 0 else {
       applied.rejected = "no position, or one before the last applied"
       return nil
     }
@@ -234,12 +266,12 @@ public final class Replica {
     return true
   }
 
-  private func accept(_ raw: RawRecord, _ applied: inout Applied) {
-    guard let t = Decimal.parse(raw.timeMs).flatMap({ Int64(exactly: $0) }), t > 0, t < Self.maxTimeMs else {
+  private func accept(_ t: Int64?, _ decode: () -> LogBatch?, _ applied: inout Applied) {
+    guard let t, t > 0, t < Self.maxTimeMs else {
       applied.rejected = "time missing or out of range"
       return
     }
-    guard let bytes = raw.batch, let batch = LogBatch(decoding: bytes, limits: config.limits) else {
+    guard let batch = decode() else {
       applied.rejected = "malformed batch"
       return
     }
@@ -257,7 +289,9 @@ public final class Replica {
       return
     }
     applied.ours = localNode != 0 && batch.node == localNode
-    if batch.node != 0 { nodes[batch.node]?.lastSeenMs = clockMs }
+    // Most records share their millisecond with the one before: a read, not a write
+    // through the table, when the beat is already counted.
+    if batch.node != 0, nodes[batch.node]?.lastSeenMs != clockMs { nodes[batch.node]?.lastSeenMs = clockMs }
     for input in batch.inputs {
       self.input(input, node: batch.node, at: at, &applied)
       if sealed { break }
@@ -280,9 +314,9 @@ public final class Replica {
     return nodes[batch.node] == nil ? "node \(batch.node) is not live" : nil
   }
 
-  private func countTowardsSnapshot(_ raw: RawRecord, _ applied: inout Applied) {
+  private func countTowardsSnapshot(_ byteCount: Int, _ applied: inout Applied) {
     recordsSinceSnapshot += 1
-    bytesSinceSnapshot &+= UInt64(raw.batch?.count ?? 0)
+    bytesSinceSnapshot &+= UInt64(byteCount)
     if applied.upgrade != nil || recordsSinceSnapshot >= config.snapshotRecords
       || bytesSinceSnapshot >= config.snapshotBytes
     {
@@ -389,7 +423,11 @@ public final class Replica {
   }
 
   private func declareDeaths(at: Instant) -> [UInt32] {
-    let dead = nodes.filter { at.monoMs - $0.value.lastSeenMs > config.nodeTimeoutMs }.keys.sorted()
+    // Checked at every record: no table is built while nobody is dead.
+    var dead: [UInt32] = []
+    for (n, node) in nodes where at.monoMs - node.lastSeenMs > config.nodeTimeoutMs { dead.append(n) }
+    guard !dead.isEmpty else { return dead }
+    dead.sort()
     for n in dead { retire(n, at: at) }
     return dead
   }

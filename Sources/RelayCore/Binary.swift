@@ -38,6 +38,18 @@ public struct BinaryWriter: Sendable {
 
   public mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
 
+  /// Overwrites the u32 at `offset` (a length known only once what follows it is
+  /// written); `offset + 4` must not exceed what is written.
+  public mutating func setU32(_ v: UInt32, at offset: Int) {
+    withUnsafeBytes(of: v.littleEndian) { le in
+      for i in 0..<4 { bytes[offset + i] = le[i] }
+    }
+  }
+
+  /// Forgets what was written; a writer reused for one buffer per loop turn keeps its
+  /// capacity.
+  public mutating func removeAll(keepingCapacity: Bool) { bytes.removeAll(keepingCapacity: keepingCapacity) }
+
   /// A count or length: u32 when it fits, which every count of the core does (the
   /// caller's state would have to hold 4 billion elements otherwise).
   public mutating func count(_ n: Int) {

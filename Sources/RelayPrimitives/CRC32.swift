@@ -6,11 +6,25 @@
 
 /// CRC-32 as zlib computes it.
 public enum CRC32 {
-  static let table: [UInt32] = (0..<256).map { n -> UInt32 in
-    var c = UInt32(n)
-    for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-    return c
-  }
+  /// Slicing-by-8 (Kounavis and Berry, "A Systematic Approach to Building High
+  /// Performance Software-Based CRC Generators", 2005): table k maps a byte to its
+  /// remainder after k further zero bytes, so eight bytes cost eight lookups and no
+  /// dependency chain through each one; table 0 is the classic byte-at-a-time table.
+  static let tables: [UInt32] = {
+    var t = [UInt32](repeating: 0, count: 8 * 256)
+    for n in 0..<256 {
+      var c = UInt32(n)
+      for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+      t[n] = c
+    }
+    for k in 1..<8 {
+      for n in 0..<256 {
+        let prev = t[(k - 1) * 256 + n]
+        t[k * 256 + n] = t[Int(UInt8(truncatingIfNeeded: prev))] ^ (prev >> 8)
+      }
+    }
+    return t
+  }()
 
   /// The checksum of `bytes`, continuing `crc` (0 to start).
   public static func checksum(_ bytes: some Sequence<UInt8>, continuing crc: UInt32 = 0) -> UInt32 {
@@ -24,8 +38,22 @@ public enum CRC32 {
 
   public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
     var c = ~crc
-    table.withUnsafeBufferPointer { t in
-      for b in bytes { c = t[Int(UInt8(truncatingIfNeeded: c) ^ b)] ^ (c >> 8) }
+    tables.withUnsafeBufferPointer { t in
+      var i = 0
+      let n = bytes.count
+      while n - i >= 8 {
+        let lo = c ^ bytes.loadUnaligned(fromByteOffset: i, as: UInt32.self).littleEndian
+        let hi = bytes.loadUnaligned(fromByteOffset: i + 4, as: UInt32.self).littleEndian
+        c = t[7 * 256 + Int(lo & 0xff)] ^ t[6 * 256 + Int((lo >> 8) & 0xff)]
+          ^ t[5 * 256 + Int((lo >> 16) & 0xff)] ^ t[4 * 256 + Int(lo >> 24)]
+          ^ t[3 * 256 + Int(hi & 0xff)] ^ t[2 * 256 + Int((hi >> 8) & 0xff)]
+          ^ t[1 * 256 + Int((hi >> 16) & 0xff)] ^ t[Int(hi >> 24)]
+        i += 8
+      }
+      while i < n {
+        c = t[Int(UInt8(truncatingIfNeeded: c) ^ bytes[i])] ^ (c >> 8)
+        i += 1
+      }
     }
     return ~c
   }

@@ -82,8 +82,24 @@ final class DataDir {
     let fd = Glibc.open(p, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw FileError("open", p) }
     defer { _ = Glibc.close(fd) }
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 20)
+    // Straight into an array of the file's size (a snapshot may be hundreds of MiB: no
+    // chunk copied, no regrowth); whatever the file grew by meanwhile is read after.
+    var info = stat()
+    let size = fstat(fd, &info) == 0 ? max(0, Int(info.st_size)) : 0
+    var failed = false
+    var out = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+      while count < size, let base = buffer.baseAddress {
+        let n = Glibc.read(fd, base + count, size - count)
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 {
+          failed = n < 0
+          return
+        }
+        count += n
+      }
+    }
+    if failed { throw FileError("read", p) }
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
     while true {
       let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
       if n < 0 && errno == EINTR { continue }
@@ -93,32 +109,17 @@ final class DataDir {
     }
   }
 
-  /// Writes a whole file so it is either absent or complete after any crash: a
-  /// temporary name, fsync, rename, fsync of the dir (the rename's own durability).
+  /// What a thread of libuv's pool needs to write into the dir (a snapshot,
+  /// DiskLog+Snapshots.swift). The descriptor outlives every such job: the loop runs
+  /// until its jobs are done, and the dir is closed only after it.
+  var handle: DataDirHandle { DataDirHandle(path: path, fd: dirFD) }
+
   func writeAtomically(_ name: String, _ bytes: [UInt8]) throws(FileError) {
-    let tmp = name + ".tmp"
-    let file = try AppendFile(dir: self, name: tmp, truncate: true)
-    do {
-      try file.write(bytes)
-      try file.sync()
-    } catch {
-      file.close()
-      _ = unlink(self.file(tmp))
-      throw error
-    }
-    file.close()
-    guard Glibc.rename(self.file(tmp), self.file(name)) == 0 else {
-      let error = FileError("rename", self.file(tmp))
-      _ = unlink(self.file(tmp))
-      throw error
-    }
-    try syncDir()
+    try handle.writeAtomically(name, [bytes])
   }
 
   /// Makes creations, renames and removals in the dir durable.
-  func syncDir() throws(FileError) {
-    guard fsync(dirFD) == 0 else { throw FileError("fsync", path) }
-  }
+  func syncDir() throws(FileError) { try handle.syncDir() }
 
   func remove(_ name: String) { _ = unlink(file(name)) }
 
@@ -131,19 +132,58 @@ final class DataDir {
   }
 }
 
+/// The data dir's path and open descriptor, for any thread.
+struct DataDirHandle: Sendable {
+  let path: String
+  let fd: Int32
+
+  func file(_ name: String) -> String { path + "/" + name }
+
+  /// Writes a whole file (`chunks` in order) so it is either absent or complete after
+  /// any crash: a temporary name, fsync, rename, fsync of the dir (the rename's own
+  /// durability).
+  func writeAtomically(_ name: String, _ chunks: [[UInt8]]) throws(FileError) {
+    let tmp = file(name + ".tmp")
+    let out = try AppendFile(path: tmp, truncate: true)
+    do {
+      for chunk in chunks { try out.write(chunk) }
+      try out.sync()
+    } catch {
+      out.close()
+      _ = unlink(tmp)
+      throw error
+    }
+    out.close()
+    guard Glibc.rename(tmp, file(name)) == 0 else {
+      let error = FileError("rename", tmp)
+      _ = unlink(tmp)
+      throw error
+    }
+    try syncDir()
+  }
+
+  func syncDir() throws(FileError) {
+    guard fsync(fd) == 0 else { throw FileError("fsync", path) }
+  }
+}
+
 /// A file written at its end: a log segment, or a snapshot being written.
 final class AppendFile {
   let path: String
   private(set) var fd: Int32
   /// Bytes known to be in the file (written in full).
   private(set) var length: Int
-  /// An `fdatasync` of it runs on libuv's thread pool (`FileSync`): closing waits
-  /// for it, so the descriptor is never reused under the sync.
-  var syncing = false
+  /// `fdatasync`s of it running on libuv's thread pool (`FileSync`): closing waits
+  /// for them, so the descriptor is never reused under a sync.
+  var syncsInFlight = 0
   var closeWhenSynced = false
 
-  init(dir: DataDir, name: String, truncate: Bool = false) throws(FileError) {
-    path = dir.file(name)
+  convenience init(dir: DataDir, name: String, truncate: Bool = false) throws(FileError) {
+    try self.init(path: dir.file(name), truncate: truncate)
+  }
+
+  init(path: String, truncate: Bool = false) throws(FileError) {
+    self.path = path
     fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : O_APPEND), 0o600)
     guard fd >= 0 else { throw FileError("open", path) }
     let end = lseek(fd, 0, SEEK_END)
@@ -174,7 +214,7 @@ final class AppendFile {
   }
 
   func close() {
-    if syncing {
+    if syncsInFlight > 0 {
       closeWhenSynced = true
       return
     }

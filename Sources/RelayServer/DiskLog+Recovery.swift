@@ -60,7 +60,7 @@ extension DiskLog {
     for candidate in layout.startCandidates {
       guard candidate > 0 else { break }
       let name = DataDirFile.snapshot(position: candidate).name
-      let bytes: [UInt8]
+      var bytes: [UInt8]
       do { bytes = try dir.read(name) } catch {
         setAside(name, why: "\(error)")
         continue
@@ -69,8 +69,8 @@ extension DiskLog {
       case .foreign(let header): throw refusal(header, file: name)
       case .short, .damaged: setAside(name, why: "damaged header")
       case .valid(let header):
-        var reader = DataFileReader(bytes)
-        if let range = reader.next(), let replica = server.installReplica(seed: header.seed, restoring: Array(bytes[range])),
+        if let body = Self.takeSnapshotBody(&bytes),
+          let replica = server.installReplica(seed: header.seed, restoring: body, ownFile: true),
           replica.position == candidate
         {
           seed = header.seed
@@ -87,6 +87,22 @@ extension DiskLog {
       throw DataDirRefusal("cannot create the state")
     }
     return replica
+  }
+
+  /// A snapshot file's one frame, checked, taken out of `bytes` (emptied): the header
+  /// and frame head are cut off in place, as a snapshot may be hundreds of MiB.
+  static func takeSnapshotBody(_ bytes: inout [UInt8]) -> [UInt8]? {
+    let range: Range<Int>?
+    do {
+      var reader = DataFileReader(bytes)
+      range = reader.next()
+    }
+    guard let range else { return nil }
+    var body: [UInt8] = []
+    swap(&body, &bytes)
+    guard range.upperBound == body.count else { return Array(body[range]) }
+    body.removeSubrange(0..<range.lowerBound)
+    return body
   }
 
   private func firstSegmentSeed(_ layout: DataDirLayout) throws(DataDirRefusal) -> [UInt8]? {
@@ -140,15 +156,15 @@ extension DiskLog {
     var cut: Int?
     while true {
       let at = reader.offset
-      guard let raw = reader.nextRecord() else { break }
-      let position = raw.position.flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
+      guard let frame = reader.nextRecordFrame() else { break }
+      let position = frame.position
       if position <= replica.position { continue }
       guard position == replica.position + 1 else {
         logger.error("data dir: records missing before this one", metadata: ["file": "\(name)", "position": "\(position)"])
         cut = at
         break
       }
-      _ = replica.apply(raw)
+      _ = replica.apply(batch: bytes[frame.batch], position: position, timeMs: frame.timeMs)
       stats.replayed += 1
     }
     if let damage = reader.damage { cut = damage.offset }

@@ -7,6 +7,7 @@ import RelayCore
 // fires each at the same record; beats mark the process alive; `everysec` syncs.
 extension DiskLog {
   func startTimers() {
+    snapshotsOnLoop = false
     let loop = server.loop
     let timer = EventLoop.Timer(loop: loop)
     timer.start(afterMs: Self.beatMs, repeatMs: Self.beatMs) { [unowned self] in self.housekeep() }
@@ -20,16 +21,8 @@ extension DiskLog {
   /// on libuv's thread pool so a slow disk does not stall the loop), and a beat
   /// while clients are connected and nothing else was logged.
   private func housekeep() {
-    if config.fsync == .everysec, unsynced, failure == nil, let segment, !segment.syncing {
-      unsynced = false
-      segment.syncing = true
-      FileSync.dataSync(segment.fd, on: server.loop) { [weak self] result in
-        segment.syncing = false
-        if segment.closeWhenSynced { segment.close() }
-        guard let self, !self.stopped else { return }
-        self.stats.fsyncs &+= 1
-        if result != 0 { self.fail(FileError("fdatasync", segment.path, code: -result)) }
-      }
+    if config.fsync == .everysec, unsynced, failure == nil, let segment, segment.syncsInFlight == 0 {
+      syncInBackground(segment)
     }
     if failure == nil, server.websocketCount > 0, server.loop.nowMs >= lastRecordLoopMs + Self.beatMs {
       append(.beat, failed: nil)
@@ -67,6 +60,7 @@ extension DiskLog {
   /// synced whatever `--fsync` says.
   func finish() {
     guard !stopped else { return }
+    snapshotsOnLoop = true
     if number != 0 { append(.leave, failed: nil) }
     commit()
     stopped = true

@@ -11,6 +11,10 @@ import RelayCore
 /// (`Replica.snapshot()`). A restart is a replay of the same records
 /// (DiskLog+Recovery.swift), so the disk holds nothing the cluster does not define.
 ///
+/// Each record is encoded once, straight into the turn's buffer, and applied as this
+/// process holds it (`Replica.apply(own:…)`): the same outcome as its bytes read back,
+/// which is what a restart applies.
+///
 /// Nothing a record caused leaves the process before the record is written: the
 /// effects of every record of a loop turn are held until the turn's frames are
 /// written in one `write` (and, with `--fsync always`, one `fdatasync`: group
@@ -28,9 +32,13 @@ final class DiskLog: ReplicatedInputs {
   var seed: [UInt8] = []
   var segment: AppendFile?
   /// Frames of records applied but not yet written, and what they caused.
-  var pending: [UInt8] = []
+  var pending = BinaryWriter(capacity: 1 << 16)
   var held: [Applied] = []
   var snapshotDue = false
+  /// A snapshot being joined and written on the thread pool (DiskLog+Snapshots.swift),
+  /// and the newest one due meanwhile.
+  var snapshotBusy = false
+  var snapshotWaiting: (parts: SnapshotParts, position: UInt64)?
   /// Written since the last `fdatasync` (`everysec`).
   var unsynced = false
   /// The last write, sync or snapshot that failed; nil while the disk takes writes.
@@ -41,6 +49,9 @@ final class DiskLog: ReplicatedInputs {
   var tickTimer: EventLoop.Timer?
   var retryTimer: EventLoop.Timer?
   var armedTickMs: Int64?
+  /// Outside the running loop (recovery, the last commit) a due snapshot is written
+  /// on the spot: no thread pool job may be left queued.
+  var snapshotsOnLoop = true
   var stopped = false
   var stats = DiskStats()
 
@@ -83,13 +94,10 @@ final class DiskLog: ReplicatedInputs {
     guard let replica = server.replica else { return Applied() }
     let position = replica.position + 1
     let t = max(1, timeMs ?? Loop.wallClockMs())
-    let bytes = batch.encoded()
-    let raw = RawRecord(
-      id: "disk-\(position)", batch: bytes, position: Array(String(position).utf8), timeMs: Array(String(t).utf8))
-    let applied = replica.apply(raw)
+    let encoded = DataFrame.appendRecord(position: position, timeMs: t, batch: batch, to: &pending)
+    let applied = replica.apply(own: batch, encoded: pending.bytes[encoded], position: position, timeMs: t)
     appliedAtLoopMs = server.loop.nowMs
     lastRecordLoopMs = server.loop.nowMs
-    pending.append(contentsOf: DataFrame.record(position: position, timeMs: t, batch: bytes))
     held.append(applied)
     stats.records += 1
     if applied.snapshotDue != nil { snapshotDue = true }
@@ -104,12 +112,12 @@ final class DiskLog: ReplicatedInputs {
   /// may log more records (a close): a few passes take those too.
   func commit() {
     var passes = 0
-    while !pending.isEmpty || !held.isEmpty || snapshotDue, failure == nil, passes < 4 {
+    while !pending.bytes.isEmpty || !held.isEmpty || snapshotDue, failure == nil, passes < 4 {
       passes += 1
       guard writePending() else { return }
       if snapshotDue {
         snapshotDue = false
-        guard compact() else { return }
+        guard snapshotsOnLoop ? compact() : snapshotInBackground() else { return }
       }
       let ready = held
       held = []
@@ -118,13 +126,13 @@ final class DiskLog: ReplicatedInputs {
     armTicker()
   }
 
-  private func writePending() -> Bool {
-    guard !pending.isEmpty else { return true }
+  func writePending() -> Bool {
+    guard !pending.bytes.isEmpty else { return true }
     guard let segment else { return false }
     do {
-      try segment.write(pending)
-      stats.bytesWritten &+= UInt64(pending.count)
-      pending.removeAll(keepingCapacity: pending.count < 1 << 20)
+      try segment.write(pending.bytes)
+      stats.bytesWritten &+= UInt64(pending.bytes.count)
+      pending.removeAll(keepingCapacity: pending.bytes.count < 1 << 20)
       if config.fsync == .always {
         try segment.sync()
         stats.fsyncs &+= 1
@@ -143,8 +151,10 @@ final class DiskLog: ReplicatedInputs {
   func encodeSnapshot(_ replica: Replica) -> [UInt8] { replica.snapshot() }
 
   /// Writes a snapshot of everything applied (pending frames included: it covers
-  /// them), starts a new segment after it, and removes what the snapshot before it
-  /// covers (DataDirLayout.obsolete). False (and failing) if any write failed.
+  /// them) on the loop thread, starts a new segment after it, and removes what the
+  /// snapshot before it covers (DataDirLayout.obsolete). False (and failing) if any
+  /// write failed. The retry after a failed write: routine snapshots are written off
+  /// the loop (`snapshotInBackground`).
   @discardableResult
   func compact() -> Bool {
     guard let replica = server.replica else { return false }
@@ -159,7 +169,8 @@ final class DiskLog: ReplicatedInputs {
       fail(error)
       return false
     }
-    pending.removeAll()
+    pending.removeAll(keepingCapacity: true)
+    snapshotWaiting = nil
     unsynced = false
     stats.snapshots += 1
     stats.snapshotBytes = UInt64(body.count)
@@ -169,13 +180,17 @@ final class DiskLog: ReplicatedInputs {
   }
 
   /// A new, empty segment for records from `start` on (replacing one of that name:
-  /// it can only hold records a snapshot already covers, or none).
-  func openSegment(start: UInt64) throws(FileError) {
+  /// it can only hold records a snapshot already covers, or none). `syncNow` false:
+  /// the caller has its file and the dir synced off the loop before it counts on
+  /// them (`--fsync everysec|no`: within the second `everysec` promises).
+  func openSegment(start: UInt64, syncNow: Bool = true) throws(FileError) {
     let file = try AppendFile(dir: dir, name: DataDirFile.log(start: start).name, truncate: true)
     do {
       try file.write(DataFileHeader(kind: .log, rules: config.rulesVersion, seed: seed).encoded())
-      try file.sync()
-      try dir.syncDir()
+      if syncNow {
+        try file.sync()
+        try dir.syncDir()
+      }
     } catch {
       file.close()
       throw error
@@ -184,7 +199,7 @@ final class DiskLog: ReplicatedInputs {
     segment = file
   }
 
-  private func removeObsolete(after position: UInt64) {
+  func removeObsolete(after position: UInt64) {
     guard let names = try? dir.names() else { return }
     let old = DataDirLayout(names: names).obsolete(afterSnapshot: position)
     for p in old.snapshots { dir.remove(DataDirFile.snapshot(position: p).name) }

@@ -154,9 +154,11 @@ extension RelayServer {
   /// A replica for a generation: empty, or restored from a stored snapshot (nil if
   /// those bytes are not one). The generation's secret seeds the replicated ids.
   /// Every socket of the old state is closed first (1012: reconnect and resume; the
-  /// resume finds no state and the client joins afresh, §8).
+  /// resume finds no state and the client joins afresh, §8). `ownFile`: the bytes come
+  /// from this node's own checksummed data dir, not from the shared store whose
+  /// digests replicas compare: the canonical-encoding check is skipped.
   @discardableResult
-  func installReplica(seed: [UInt8], restoring bytes: [UInt8]?) -> Replica? {
+  func installReplica(seed: [UInt8], restoring bytes: [UInt8]?, ownFile: Bool = false) -> Replica? {
     closeAllWebSockets(code: CloseCode.serviceRestart, reason: "cluster state reset")
     failPendingAdmin()
     var coreConfig = config.core
@@ -172,7 +174,7 @@ extension RelayServer {
       let verify = verifyToken
       guard
         let restored = try? Replica.restore(bytes, ids: ids, config: replicaConfig, makeCore: { b, i throws(BinaryError) in
-          try RelayCore(restoring: b, config: coreConfig, ids: i, verifyToken: verify)
+          try RelayCore(restoring: b, config: coreConfig, ids: i, verifyToken: verify, canonical: !ownFile)
         })
       else { return nil }
       fresh = restored

@@ -26,17 +26,21 @@ extension ReplicatedInputs {
   /// across the restarts of a durable single node: each start is a new number).
   func connectionID(local: UInt64) -> ConnectionID { Replica.connectionID(node: number, local: local) }
 
+  // The failure handlers find the connection by its id in the server's table (where
+  // it stays until it is closed) rather than by a weak reference: a weak reference
+  // gives the object a side table, and every later retain and release of it (many
+  // per message) takes the slow path. The server outlives its input log: unowned.
   func open(_ conn: ServerConnection) {
     server.clusterLastInbound[conn.id.raw] = server.loop.nowMs
-    append(.open(connection: conn.id.raw)) { [weak conn] in
-      conn?.close(code: CloseCode.serviceRestart, reason: "cluster unavailable")
+    append(.open(connection: conn.id.raw)) { [unowned server = self.server, id = conn.id] in
+      server.connections[id]?.close(code: CloseCode.serviceRestart, reason: "cluster unavailable")
     }
   }
 
   func text(_ conn: ServerConnection, _ payload: [UInt8]) {
     server.clusterLastInbound[conn.id.raw] = server.loop.nowMs
-    append(.text(connection: conn.id.raw, payload)) { [weak server = self.server, weak conn] in
-      guard let server, let conn else { return }
+    append(.text(connection: conn.id.raw, payload)) { [unowned server = self.server, id = conn.id] in
+      guard let conn = server.connections[id] else { return }
       server.answerUnavailable(conn, payload)
     }
   }
@@ -59,8 +63,8 @@ extension ReplicatedInputs {
     let request = server.nextAdminRequest
     server.nextAdminRequest += 1
     if let conn { server.pendingAdmin[request] = conn }
-    append(.admin(request: request, action)) { [weak server = self.server] in
-      guard let server, let conn = server.pendingAdmin.removeValue(forKey: request) else { return }
+    append(.admin(request: request, action)) { [unowned server = self.server] in
+      guard let conn = server.pendingAdmin.removeValue(forKey: request) else { return }
       server.respondError(conn, 503, ErrorCode.unavailable.rawValue, "shared state unreachable; retry")
     }
   }

@@ -37,6 +37,49 @@ import Testing
     }
   }
 
+  /// The durable node frames each record in place in its turn's buffer: the bytes
+  /// are exactly those of `record(position:timeMs:batch: batch.encoded())`, and the
+  /// range it returns is the encoded batch; reading them back gives the same numbers.
+  @Test func framesWrittenInPlaceAreTheFramesOfEncodedBatches() {
+    let join = JoinRequest(name: "standalone", nonce: 9, rules: ClusterRules(rules: 3, configDigest: [1, 2, 3]))
+    let batches = [
+      LogBatch(node: 1, inputs: [.text(connection: 1 << 40 | 1, Array(#"{"type":"hello"}"#.utf8))]),
+      LogBatch(node: 0, inputs: [.join(join)]),
+      LogBatch(node: 2, inputs: [.open(connection: 5), .closed(connection: 5, clean: true), .beat, .tick, .leave]),
+      LogBatch(node: 2, inputs: [.admin(request: 4, .removeParticipant(session: "s", uid: "u")), .text(connection: 5, [])]),
+    ]
+    var w = BinaryWriter()
+    w.u8(0xAB)  // a frame already in the buffer
+    var expected: [UInt8] = [0xAB]
+    for (i, batch) in batches.enumerated() {
+      let p = UInt64(i + 1)
+      let range = DataFrame.appendRecord(position: p, timeMs: 1_000 + Int64(i), batch: batch, to: &w)
+      expected += DataFrame.record(position: p, timeMs: 1_000 + Int64(i), batch: batch.encoded())
+      #expect(w.bytes == expected)
+      #expect(Array(w.bytes[range]) == batch.encoded())
+    }
+    var reader = DataFileReader(header().encoded() + Array(w.bytes.dropFirst()))
+    var count = 0
+    while let frame = reader.nextRecordFrame() {
+      #expect(frame.position == UInt64(count + 1) && frame.timeMs == 1_000 + Int64(count))
+      #expect(Array(reader.bytes[frame.batch]) == batches[count].encoded())
+      count += 1
+    }
+    #expect(count == batches.count && reader.damage == nil)
+  }
+
+  /// Only what decoding gives back unchanged may skip the decoder.
+  @Test func batchesThatDecodeUnchangedAreThoseASocketProduces() {
+    let limits = LogLimits(maxTextBytes: 4)
+    #expect(LogBatch(node: 1, inputs: [.text(connection: 1, [1, 2, 3, 4]), .beat, .open(connection: 1)]).decodesUnchanged(limits: limits))
+    #expect(!LogBatch(node: 1, inputs: [.text(connection: 1, [1, 2, 3, 4, 5])]).decodesUnchanged(limits: limits))
+    #expect(!LogBatch(node: 1, inputs: []).decodesUnchanged(limits: limits))
+    #expect(!LogBatch(node: 1, inputs: [.admin(request: 1, .createSession)]).decodesUnchanged(limits: limits))
+    for batch in [LogBatch(node: 1, inputs: [.text(connection: 1, [1, 2, 3, 4]), .closed(connection: 1, clean: false)])] {
+      #expect(LogBatch(decoding: batch.encoded(), limits: limits) == batch)
+    }
+  }
+
   @Test func readsEveryRecordBackInOrder() {
     var reader = DataFileReader(file(1...3))
     var positions: [String] = []

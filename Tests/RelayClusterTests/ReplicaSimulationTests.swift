@@ -221,6 +221,32 @@ private struct World {
     #expect(restored.snapshot() == reference.replica.snapshot())
   }
 
+  /// The durable node applies its own records as it holds them (`apply(own:)`) and a
+  /// restart applies a data file's numeric frames (`apply(batch:)`): both must do
+  /// exactly what the record's bytes do, crafted and rejected records included.
+  @Test(arguments: Array(UInt64(1)...UInt64(20)))
+  func everyFormOfARecordAppliesAlike(seed: UInt64) {
+    var world = World(seed: seed)
+    for _ in 0..<300 { world.step() }
+    let forms = (0..<3).map { _ in makeReplica(seed: world.seed, config: world.config, timeoutMs: world.timeoutMs) }
+    for form in forms { form.localNode = 1 }
+    for raw in world.log {
+      let reference = fingerprint(forms[0].apply(raw))
+      guard let p = raw.position.flatMap({ UInt64(String(decoding: $0, as: UTF8.self)) }),
+        let t = raw.timeMs.flatMap({ Int64(String(decoding: $0, as: UTF8.self)) }), let bytes = raw.batch
+      else {
+        for form in forms.dropFirst() { #expect(fingerprint(form.apply(raw)) == reference) }
+        continue
+      }
+      #expect(fingerprint(forms[1].apply(batch: bytes[...], position: p, timeMs: t)) == reference, "seed \(seed)")
+      let own = LogBatch(decoding: bytes, limits: forms[2].config.limits)
+      let applied = own.map { forms[2].apply(own: $0, encoded: bytes[...], position: p, timeMs: t) } ?? forms[2].apply(raw)
+      #expect(fingerprint(applied) == reference, "seed \(seed)")
+    }
+    #expect(forms[1].snapshot() == forms[0].snapshot())
+    #expect(forms[2].snapshot() == forms[0].snapshot())
+  }
+
   /// A replica with the three joins of `World` applied, numbers 1…3.
   private func joined(timeoutMs: Int64 = 1_000) -> (Replica, Int64) {
     var config = CoreConfig(devMode: true, serverVersion: "t")

@@ -112,6 +112,25 @@ struct CraftedSnapshot {
     _ = try Self.restore(CraftedSnapshot.twoLostMembers.bytes)
   }
 
+  /// Without the canonical-encoding check (a data dir's own snapshot) the same state
+  /// restores, a non-canonical encoding of a valid state is accepted, and every other
+  /// check still refuses what it refuses.
+  @Test func withoutTheCanonicalCheckOnlyThatCheckIsSkipped() throws {
+    func lenient(_ bytes: [UInt8], _ config: CoreConfig = Self.config) throws -> RelayCore {
+      try RelayCore(restoring: bytes, config: config, ids: SeededIDs(), verifyToken: { _, _ in nil }, canonical: false)
+    }
+    let (bytes, config) = Self.realSnapshot()
+    #expect(try lenient(bytes, config).snapshot() == bytes)
+    var s = CraftedSnapshot.twoLostMembers
+    s.sessions = CraftedSnapshot.session(members: [(1, nil), (0, nil)])
+    #expect(Self.refused(s.bytes))
+    let reordered = try lenient(s.bytes)
+    #expect(reordered.snapshot() != s.bytes)
+    s.sessions = CraftedSnapshot.session(members: [(0, nil), (0, nil)])
+    #expect((try? lenient(s.bytes)) == nil, "duplicate uid in a session")
+    #expect((try? lenient(Array(bytes.dropLast()), config)) == nil, "truncated")
+  }
+
   @Test func everyTruncationIsRefused() {
     let (bytes, config) = Self.realSnapshot()
     #expect(bytes.count > 2_000)

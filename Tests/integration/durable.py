@@ -59,6 +59,17 @@ class DurableRelay:
         except urllib.error.HTTPError as e:
             return e.code
 
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(self.http + "/metrics", timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        raise KeyError(name)
+
+    def wait_snapshots(self, count: int, timeout: float = 10.0) -> None:
+        """Snapshots are written off the loop: wait until `count` are durable."""
+        wait_for(lambda: self.metric("relay_data_dir_snapshots_total") >= count, timeout, f"{count} snapshot(s)")
+
     def wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:

@@ -36,14 +36,6 @@ def http(relay, method: str, path: str, uid: str, body: dict | None = None):
         return e.code, json.loads(raw) if raw else None
 
 
-def metric(relay, name: str) -> float:
-    with urllib.request.urlopen(relay.http + "/metrics", timeout=5) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise KeyError(name)
-
-
 async def user(relay, uid: str) -> Client:
     c = await Client.connect(relay.ws)
     welcome = await c.hello_token(token(uid))
@@ -110,10 +102,10 @@ async def test_push_registrations_survive_a_restart(tmp_path):
     relay = DurableRelay(tmp_path / "data", *FLAGS)
     assert http(relay, "PUT", "/v1/push/devices/tablet", "bob", {"token": "fcm-1", "kind": "fcm"}) == (204, None)
     assert http(relay, "PUT", "/v1/push/devices/phone", "carol", {"token": "fcm-2", "kind": "fcm"}) == (204, None)
-    assert metric(relay, "relay_push_registrations") == 2
+    assert relay.metric("relay_push_registrations") == 2
     relay.kill()
     relay = DurableRelay(relay.data_dir, *FLAGS)
-    assert metric(relay, "relay_push_registrations") == 2
+    assert relay.metric("relay_push_registrations") == 2
     assert http(relay, "DELETE", "/v1/push/devices/tablet", "bob") == (204, None)
-    assert metric(relay, "relay_push_registrations") == 1
+    assert relay.metric("relay_push_registrations") == 1
     relay.terminate()

@@ -119,6 +119,7 @@ async def test_a_single_damaged_snapshot_falls_back_to_the_whole_log(tmp_path):
     flags = [*FLAGS, "--snapshot-records", "6"]
     relay = DurableRelay(tmp_path / "data", *flags)
     await join_sessions(relay, ["a", "b", "c"])
+    relay.wait_snapshots(1)
     relay.kill()
     snaps = sorted(relay.data_dir.glob("snapshot-*.snap"))
     assert len(snaps) == 1, snaps
