@@ -51,6 +51,15 @@ public struct BinaryWriter: Sendable {
     bytes.append(contentsOf: v)
   }
 
+  /// The bytes as they are, without a length: for joining parts written apart.
+  public mutating func raw(_ v: some Collection<UInt8>) { bytes.append(contentsOf: v) }
+
+  /// Overwrites the u32 at `offset` (a length or reference known only later).
+  public mutating func patchU32(_ v: UInt32, at offset: Int) {
+    precondition(offset >= 0 && offset + 4 <= bytes.count, "patch outside the written bytes")
+    for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: v >> UInt32(8 * i)) }
+  }
+
   /// UTF-8, length-prefixed like `bytes`.
   public mutating func string(_ v: String) { bytes(v.utf8) }
 
