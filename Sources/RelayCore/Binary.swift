@@ -38,6 +38,16 @@ public struct BinaryWriter: Sendable {
 
   public mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
 
+  /// Each value as `i64` writes it, in one append where the host is little-endian
+  /// (a rate window's ring holds as many instants as its limit allows).
+  public mutating func i64s(_ v: [Int64]) {
+    #if _endian(little)
+      v.withUnsafeBytes { bytes.append(contentsOf: $0) }
+    #else
+      for x in v { i64(x) }
+    #endif
+  }
+
   /// A count or length: u32 when it fits, which every count of the core does (the
   /// caller's state would have to hold 4 billion elements otherwise).
   public mutating func count(_ n: Int) {

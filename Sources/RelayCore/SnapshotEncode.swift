@@ -120,7 +120,7 @@ struct SnapshotWriter {
   mutating func rateWindow(_ window: RateWindow) {
     let kept = window.kept
     out.count(kept.times.count)
-    for t in kept.times { out.i64(t) }
+    out.i64s(kept.times)
     out.u32(UInt32(clamping: kept.oldest))
   }
 
