@@ -1,42 +1,6 @@
 import CLibUV
-import CRelayShims
-
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
-  import Darwin
-#endif
 
 extension Loop {
-  /// `offload` on a thread of its own at the lowest CPU priority (nice 19, a Linux
-  /// thread's own): for long work on a core the loop shares (a snapshot's join and
-  /// digest). The loop and every thread of normal priority go first, so the work
-  /// never lengthens a loop turn; it finishes later when the core is busy. The pool
-  /// is not used: its threads also serve lookups and fsyncs, which must not inherit
-  /// the lowered priority. `completion` runs on the loop thread, exactly once.
-  public func offloadInBackground<T: Sendable>(
-    _ work: @escaping @Sendable () -> T, _ completion: @escaping (T) -> Void
-  ) {
-    let job = OffloadJob(work: work, completion: completion)
-    var wakeup: AsyncWakeup?
-    wakeup = AsyncWakeup(loop: self) {
-      wakeup?.close()
-      wakeup = nil
-      job.finish()
-    }
-    guard let sender = wakeup?.sender else { return }
-    let start = Unmanaged.passRetained(BackgroundStart(job: job, sender: sender))
-    var thread = pthread_t()
-    guard pthread_create(&thread, nil, backgroundThreadMain, start.toOpaque()) == 0 else {
-      // No thread: the work runs here, now, as `offload` does when it cannot queue.
-      start.release()
-      job.run()
-      _ = sender.send()
-      return
-    }
-    pthread_detach(thread)
-  }
-
   /// Runs `work` on libuv's thread pool (`uv_queue_work`, `docs/src/threadpool.rst`)
   /// and then `completion` with its result on the loop thread: for work that would
   /// stall every connection of the loop if it ran there (joining and digesting a
@@ -79,27 +43,6 @@ private final class OffloadJob: @unchecked Sendable {
 
   func run() { runWork() }
   func finish() { deliver() }
-}
-
-/// What a background thread gets: the job, and how to wake the loop when it is done
-/// (the sender's mutex orders the job's result before the loop's read of it).
-private final class BackgroundStart: @unchecked Sendable {
-  let job: OffloadJob
-  let sender: AsyncWakeupSender
-
-  init(job: OffloadJob, sender: AsyncWakeupSender) {
-    self.job = job
-    self.sender = sender
-  }
-}
-
-private func backgroundThreadMain(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-  guard let context else { return nil }
-  let start = Unmanaged<BackgroundStart>.fromOpaque(context).takeRetainedValue()
-  _ = relay_thread_lowest_priority()
-  start.job.run()
-  _ = start.sender.send()
-  return nil
 }
 
 private final class ResultBox<T>: @unchecked Sendable {

@@ -56,8 +56,7 @@ extension ClusterNode {
   /// Every replica snapshots at the same position; the ticker stores its snapshot
   /// (and trims the log), the others log their digest for comparison. On the loop
   /// only the skeleton is written (replay logs are captured, not visited); writing
-  /// them and digesting run on a thread of the lowest priority, storing in chunks
-  /// (SnapshotStore).
+  /// them and digesting run on the thread pool, storing in chunks (SnapshotStore).
   /// While one is on its way, the newest two due ones wait (an older waiting one is
   /// superseded, counted): work and memory never pile up behind a slow Redis, and
   /// the last two positions of a burst are always stored, so the trim behind the
@@ -82,7 +81,7 @@ extension ClusterNode {
   private func process(_ capture: SnapshotCapture) {
     snapshotBusy = true
     let parts = capture.parts
-    server.loop.offloadInBackground({ Self.joinAndDigest(parts) }) { [weak self] done in
+    server.loop.offload({ Self.joinAndDigest(parts) }) { [weak self] done in
       guard let self else { return }
       self.stats.snapshotNs = done.ns
       guard let replica = capture.replica, self.server.replica === replica, self.readEpoch == capture.epoch,

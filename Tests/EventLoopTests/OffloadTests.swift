@@ -30,36 +30,4 @@ struct OffloadTests {
     #expect(results.count == 8)
     #expect(results.values.allSatisfy { $0.onLoop && !$0.workOnLoop })
   }
-
-  /// The calling thread's nice value (Linux: each thread has its own).
-  static func niceness() -> Int32 {
-    #if os(Linux)
-      getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
-    #else
-      getpriority(PRIO_PROCESS, 0)
-    #endif
-  }
-
-  @Test("background work runs on a thread of its own at the lowest priority, the loop's unchanged")
-  func backgroundWork() {
-    let fixture = LoopFixture()
-    let loopThread = pthread_self()
-    let loopNice = Self.niceness()
-    var results: [Int: (onLoop: Bool, workOnLoop: Bool, nice: Int32)] = [:]
-    for n in 0..<3 {
-      fixture.loop.offloadInBackground({ () -> (Int, pthread_t, Int32) in (n + 1, pthread_self(), Self.niceness()) }) {
-        value in
-        #expect(value.0 == n + 1)
-        #expect(results[n] == nil, "a completion ran twice")
-        results[n] = (pthread_equal(pthread_self(), loopThread) != 0, pthread_equal(value.1, loopThread) != 0, value.2)
-      }
-    }
-    fixture.runAndClose()
-    #expect(results.count == 3)
-    #expect(results.values.allSatisfy { $0.onLoop && !$0.workOnLoop })
-    #if os(Linux)
-      #expect(results.values.allSatisfy { $0.nice == 19 }, "the work ran at \(results.values.map(\.nice))")
-    #endif
-    #expect(Self.niceness() == loopNice, "the loop thread's priority changed")
-  }
 }

@@ -21,9 +21,4 @@ int relay_heap_trim(void);
    time it blocks in the poll, read back with uv_metrics_idle_time. 0 on success. */
 int relay_loop_measure_idle_time(uv_loop_t *loop);
 
-/* setpriority(PRIO_PROCESS, gettid(), 19) (gettid is a variadic syscall): the calling
-   thread alone at the lowest CPU priority (Linux threads have their own nice
-   value; elsewhere nothing is changed and -1 returned). 0 on success. */
-int relay_thread_lowest_priority(void);
-
 #endif
