@@ -2,7 +2,8 @@
 """Cluster figures (docs/cluster.md): `make bench-cluster`, never part of the tests.
 
     python3 Benchmarks/cluster.py [local] [spread] [latency] [kill] [history] [snapshot] [sentinel] [scale] [scale-big]
-    (default: all but scale-big)
+                                  [scale-participants]
+    (default: all but scale-big and scale-participants)
 
 - local:   fan-out (bots/fanout.json) on a standalone relay and on one node with
            --redis and every member local, alternating, median of BENCH_RUNS (3).
@@ -27,6 +28,10 @@
            p50/p99 of the answers. Run with BIN (after) and, when BENCH_BEFORE_BIN
            names another relay binary, with it too (before), alternating, BENCH_RUNS
            times. `scale-big`: the same at 256 MiB (several minutes per run).
+- scale-participants: 10 000 and 100 000 joined participants (BENCH_PARTICIPANTS,
+           comma-separated) in sessions of 100 over 2 nodes, or as many as the
+           20 000-file limit of a process needs (relays and relay-bots shards alike),
+           200 messages/s, a snapshot every 2 000 records: the same figures.
 
 Relay processes are pinned to core 0, bots and Redis to core 1 (taskset), all on
 loopback. Prints a Markdown table and writes Benchmarks/results/cluster.md; raw
@@ -390,6 +395,73 @@ def scale_rows(replay_mb: int) -> list[str]:
     return out
 
 
+PARTICIPANTS_PER_PROCESS = 19_000  # each process may open 20 000 files (relay-bots --shard; a relay node)
+
+
+def participants_run(total: int, members: int, tag: str) -> dict:
+    """`total` joined participants in sessions of `members` over as many nodes and bot
+    processes as the 20 000-file limit needs, 200 messages/s among them for 20 s, a
+    snapshot every 2 000 records (the joins are records too): the scale row's figures."""
+    nodes = max(2, -(-total // PARTICIPANTS_PER_PROCESS))
+    shards = -(-total // PARTICIPANTS_PER_PROCESS)
+    scenario = RAW / f"{tag}.scenario.json"
+    scenario.write_text(json.dumps({
+        "name": tag, "description": "scale-participants", "durationMs": 20_000, "quietMs": 1_000,
+        "rampPerSecond": 1_000 // shards, "population": {"sessions": total // members, "members": members, "hosts": 0,
+                                                        "sessionPrefix": "p"},
+        "payloadBytes": 30, "behaviours": [{"kind": "message", "perSecond": 200 // shards}]}))
+    procs = Procs()
+    flags = ["--log-level", "warning", "--heartbeat-timeout", "60000", "--snapshot-records", str(SCALE_SNAPSHOT_RECORDS),
+             "--max-participants", str(members)]
+    try:
+        url = redis(procs, tag)
+        rport = int(url.rsplit(":", 1)[1])
+        ports = [port for port, _ in relays(procs, tag, nodes, url, flags)]
+        memory: list[float] = []
+        runs = [bots(str(scenario), ports, f"{tag}.shard{k}", ["--shard", f"{k}/{shards}", "--seed", str(k + 1)])
+                for k in range(shards)]
+        while any(p.poll() is None for _, p in runs):
+            memory.append(used_memory(rport) / 1e6)
+            time.sleep(1)
+        reports = [json.loads(info["report"].read_text()) for info, _ in runs]
+
+        def worst(name: str) -> float:
+            return max(metric(p, name) for p in ports)
+
+        return {
+            "tag": tag, "nodes": nodes, "joined": sum(r["bots"] for r in reports),
+            "turnMaxMs": worst("relay_loop_turn_max_microseconds") / 1e3, "over50": max(turns_over_50ms(p) for p in ports),
+            "snapshotMB": worst("relay_cluster_snapshot_bytes") / 1e6,
+            "captureMs": worst("relay_cluster_snapshot_capture_seconds") * 1e3,
+            "snapshotMs": worst("relay_cluster_snapshot_seconds") * 1e3,
+            "stored": sum(metric(p, "relay_cluster_snapshots_stored_total") for p in ports),
+            "due": metric(ports[0], "relay_cluster_log_position") // SCALE_SNAPSHOT_RECORDS,
+            "redisMaxMB": max(memory or [0]), "redisEndMB": memory[-1] if memory else 0,
+            "refused": sum(r["errorsReceived"] for r in reports), "checkFailures": sum(r["checkFailures"] for r in reports),
+            "p50": max(r["deliveryLatencyUs"]["p50"] for r in reports) / 1e3,
+            "p99": max(r["deliveryLatencyUs"]["p99"] for r in reports) / 1e3,
+        }
+    finally:
+        procs.stop()
+
+
+def participants_rows() -> list[str]:
+    sizes = [int(n) for n in os.environ.get("BENCH_PARTICIPANTS", "10000,100000").split(",")]
+    out = ["| participants (sessions × members) | nodes | joined | longest turn ms | turns > 50 ms | snapshot MB | "
+           "on-loop capture ms | join+digest ms | stored / due | Redis max / end MB | refused | check failures | "
+           "delivery p50 / p99 ms |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for total in sizes:
+        members = 100
+        r = participants_run(total, members, f"participants{total}")
+        print(f"  {total}: {json.dumps(r)}", flush=True)
+        out.append(f"| {total:,} ({total // members} × {members}) | {r['nodes']} | {r['joined']:,} | {r['turnMaxMs']:.0f} | "
+                   f"{r['over50']} | {r['snapshotMB']:.1f} | {r['captureMs']:.1f} | {r['snapshotMs']:.0f} | "
+                   f"{r['stored']:.0f} / {r['due']:.0f} | {r['redisMaxMB']:.0f} / {r['redisEndMB']:.0f} | {r['refused']} | "
+                   f"{r['checkFailures']} | {r['p50']:.1f} / {r['p99']:.1f} |")
+        print(out[-1], flush=True)
+    return out
+
+
 def main() -> None:
     which = sys.argv[1:] or ["local", "spread", "latency", "kill", "history", "snapshot", "sentinel", "scale"]
     RAW.mkdir(parents=True, exist_ok=True)
@@ -445,6 +517,10 @@ def main() -> None:
             lines += ["", f"Snapshots at scale, {mb} MB of replay (2 nodes, ~1 KB messages, a snapshot every "
                       f"{SCALE_SNAPSHOT_RECORDS:,} records; medians of {RUNS}; `before`: BENCH_BEFORE_BIN):", ""]
             lines += scale_rows(mb)
+    if "scale-participants" in which:
+        lines += ["", "Snapshots at 10 k / 100 k participants (sessions of 100, 200 messages/s, a snapshot every "
+                  f"{SCALE_SNAPSHOT_RECORDS:,} records; sizes from BENCH_PARTICIPANTS):", ""]
+        lines += participants_rows()
     out = ROOT / "Benchmarks" / "results" / "cluster.md"
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")

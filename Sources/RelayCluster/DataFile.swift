@@ -146,8 +146,8 @@ public enum DataFrame {
     batch.encode(into: &w)
     let end = w.bytes.count
     let crc = w.bytes.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + overhead)..<end])) }
-    w.setU32(UInt32(end - start - overhead), at: start)
-    w.setU32(crc, at: start + 4)
+    w.patchU32(UInt32(end - start - overhead), at: start)
+    w.patchU32(crc, at: start + 4)
     return batchStart..<end
   }
 }

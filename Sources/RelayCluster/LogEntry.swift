@@ -136,7 +136,7 @@ extension LogBatch {
       let at = w.bytes.count
       w.u32(0)
       w.input(input)
-      w.setU32(UInt32(w.bytes.count - at - 4), at: at)
+      w.patchU32(UInt32(w.bytes.count - at - 4), at: at)
     }
   }
 

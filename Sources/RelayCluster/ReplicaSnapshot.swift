@@ -16,9 +16,9 @@ extension Replica {
     snapshotParts(successorRules: successorRules).joined()
   }
 
-  /// `snapshot(successorRules:)` with the core's replay payloads left unjoined: cheap
-  /// enough for the event loop at any replay budget; `joined()` (off the loop) gives
-  /// exactly the bytes of `snapshot`.
+  /// `snapshot(successorRules:)` with the core's replay logs captured, not written:
+  /// cheap enough for the event loop at any replay budget; `joined()` (off the loop)
+  /// gives exactly the bytes of `snapshot`. The core's bytes follow their length.
   public func snapshotParts(successorRules: UInt32? = nil) -> SnapshotParts {
     var w = BinaryWriter(capacity: 4_096)
     w.u8(Self.snapshotVersion)
@@ -52,9 +52,7 @@ extension Replica {
     w.u64(pendingGap ?? 0)
     w.bool(successorRules == nil && sealed)
     w.u64(ids.counter)
-    let coreParts = core.snapshotParts()
-    w.count(coreParts.count)
-    return coreParts.prefixed(with: w.bytes)
+    return core.snapshotParts().framed(by: w.bytes)
   }
 
   /// A replica in the state `snapshot()` wrote. `makeCore` builds the core from its

@@ -38,17 +38,19 @@ public struct BinaryWriter: Sendable {
 
   public mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
 
-  /// Overwrites the u32 at `offset` (a length known only once what follows it is
-  /// written); `offset + 4` must not exceed what is written.
-  public mutating func setU32(_ v: UInt32, at offset: Int) {
-    withUnsafeBytes(of: v.littleEndian) { le in
-      for i in 0..<4 { bytes[offset + i] = le[i] }
-    }
-  }
-
   /// Forgets what was written; a writer reused for one buffer per loop turn keeps its
   /// capacity.
   public mutating func removeAll(keepingCapacity: Bool) { bytes.removeAll(keepingCapacity: keepingCapacity) }
+
+  /// Each value as `i64` writes it, in one append where the host is little-endian
+  /// (a rate window's ring holds as many instants as its limit allows).
+  public mutating func i64s(_ v: [Int64]) {
+    #if _endian(little)
+      v.withUnsafeBytes { bytes.append(contentsOf: $0) }
+    #else
+      for x in v { i64(x) }
+    #endif
+  }
 
   /// A count or length: u32 when it fits, which every count of the core does (the
   /// caller's state would have to hold 4 billion elements otherwise).
@@ -61,6 +63,15 @@ public struct BinaryWriter: Sendable {
   public mutating func bytes(_ v: some Collection<UInt8>) {
     count(v.count)
     bytes.append(contentsOf: v)
+  }
+
+  /// The bytes as they are, without a length: for joining parts written apart.
+  public mutating func raw(_ v: some Collection<UInt8>) { bytes.append(contentsOf: v) }
+
+  /// Overwrites the u32 at `offset` (a length or reference known only later).
+  public mutating func patchU32(_ v: UInt32, at offset: Int) {
+    precondition(offset >= 0 && offset + 4 <= bytes.count, "patch outside the written bytes")
+    for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: v >> UInt32(8 * i)) }
   }
 
   /// UTF-8, length-prefixed like `bytes`.

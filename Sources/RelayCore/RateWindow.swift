@@ -15,7 +15,13 @@ struct RateWindow {
 
   /// The kept instants in ring order and the index of the oldest once full: the
   /// whole state, for snapshots (SnapshotEncode.swift).
-  var kept: (times: [Int64], oldest: Int32) { (Array(times), oldest) }
+  var kept: (times: [Int64], oldest: Int32) {
+    switch times {
+    case .empty: return ([], oldest)
+    case .one(let t): return ([t], oldest)
+    case .many(let all): return (all, oldest)  // shared, not copied
+    }
+  }
 
   /// The window `kept` described; nil unless `oldest` indexes `times` (0 while the
   /// ring holds fewer than two instants), so a restored window can never trap.

@@ -15,15 +15,22 @@ final class ReplayBudget {
   /// Events dropped to stay under a byte bound (this one or a log's own).
   private(set) var evictions: UInt64 = 0
 
-  /// One recorded event: its session (weak: a dropped session's log is gone, and its
-  /// records are then simply stale) and seq.
-  private struct Record {
-    weak var session: Session?
+  /// One recorded event: its log (by serial: a freed session's log is gone, and its
+  /// records are then simply stale) and seq. Plain values, so a snapshot can take
+  /// the whole order by reference and read it on another thread.
+  struct Record: Sendable {
+    let log: UInt64
     let seq: Int64
   }
   private var order = FIFOQueue<Record>()
   /// Live events across all logs: `order` is compacted when mostly stale.
   private var liveEvents = 0
+  /// The sessions whose logs records name, while they live (`register`, `forget`).
+  private var owners: [UInt64: Owner] = [:]
+  private struct Owner {
+    weak var session: Session?
+  }
+  private var nextSerial: UInt64 = 1
 
   init(maxBytes: Int) { self.maxBytes = maxBytes }
 
@@ -49,12 +56,30 @@ final class ReplayBudget {
 
   func countEviction() { evictions += 1 }
 
+  /// A name for a new log's records; never reused, so a stale record never names a
+  /// newer log. Not state: a restored core numbers its logs afresh.
+  func newSerial() -> UInt64 {
+    defer { nextSerial += 1 }
+    return nextSerial
+  }
+
+  /// The session whose log is `session.replay.serial` (evictions reach it through this).
+  func register(_ session: Session) {
+    guard maxBytes > 0 else { return }
+    owners[session.replay.serial] = Owner(session: session)
+  }
+
+  /// The log is being freed: its records are stale from now on.
+  func forget(_ serial: UInt64) { owners[serial] = nil }
+
+  private func owner(of record: Record) -> Session? { owners[record.log]?.session }
+
   /// A log recorded an event (its bytes already charged); evicts while over budget.
   func recorded(_ session: Session, seq: Int64) {
     guard maxBytes > 0 else { return }
-    order.append(Record(session: session, seq: seq))
+    order.append(Record(log: session.replay.serial, seq: seq))
     while bytes > maxBytes, let record = order.popFirst() {
-      guard let owner = record.session, owner.replay.oldestSeq == record.seq else { continue }
+      guard let owner = owner(of: record), owner.replay.oldestSeq == record.seq else { continue }
       owner.replay.dropOldestForBudget()
     }
     if let broken = Self.violation(bytes: bytes, maxBytes: maxBytes, recordsLeft: order.count) {
@@ -63,13 +88,20 @@ final class ReplayBudget {
     compactIfMostlyStale()
   }
 
+  /// The eviction order as it is now, for a snapshot: O(1) here, filtered later
+  /// (`liveRecords`), on any thread.
+  var capturedOrder: FIFOQueue<Record> { order }
+
   /// The records of events still kept, in recording order: the eviction order. Records
   /// of dropped events or freed sessions are left out; eviction passes over them, so
-  /// they change nothing (for snapshots).
-  var liveRecords: [(session: Session, seq: Int64)] {
+  /// they change nothing (for snapshots). `logs`: the captured logs by serial, with
+  /// their index in the snapshot and their oldest kept seq then.
+  static func liveRecords(
+    _ order: FIFOQueue<Record>, logs: [UInt64: (index: UInt32, oldestSeq: Int64)]
+  ) -> [UInt32] {
     order.elements.compactMap { record in
-      guard let owner = record.session, let oldest = owner.replay.oldestSeq, record.seq >= oldest else { return nil }
-      return (owner, record.seq)
+      guard let log = logs[record.log], record.seq >= log.oldestSeq else { return nil }
+      return log.index
     }
   }
 
@@ -77,7 +109,7 @@ final class ReplayBudget {
   /// bytes themselves as they are restored (`ReplayLog.restore`).
   func restore(evictions: UInt64, records: [(session: Session, seq: Int64)]) {
     self.evictions = evictions
-    order = FIFOQueue(records.map { Record(session: $0.session, seq: $0.seq) })
+    order = FIFOQueue(records.map { Record(log: $0.session.replay.serial, seq: $0.seq) })
   }
 
   /// Records of events a log already dropped by its own bounds stay until passed over;
@@ -86,7 +118,7 @@ final class ReplayBudget {
     let kept = order.count
     guard kept > 1_024, kept > 2 * liveEvents else { return }
     order = FIFOQueue(order.elements.filter { record in
-      guard let owner = record.session, let oldest = owner.replay.oldestSeq else { return false }
+      guard let owner = owner(of: record), let oldest = owner.replay.oldestSeq else { return false }
       return record.seq >= oldest
     })
   }

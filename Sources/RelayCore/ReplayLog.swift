@@ -16,18 +16,11 @@ public struct ReplayEntry: Sendable {
 }
 
 /// What the log keeps of one event.
-enum RecordedBody {
+enum RecordedBody: Sendable {
   case payload(Payload)
   /// `participant.joined` of a fresh participant: its object is fully determined by
   /// the profile, `joinedAt` (= the event's `ts`) and status `connected`.
   case joined(Profile, wallMs: Int64)
-}
-
-/// One kept event. Its seq is not stored: seqs in the log are consecutive (every
-/// session event is recorded), so it follows from the position.
-private struct RecordedEvent {
-  let atMonoMs: Int64
-  let body: RecordedBody
 }
 
 /// A bounded FIFO of session events in seq order.
@@ -40,7 +33,9 @@ struct ReplayLog {
   let session: String
   /// The process-wide account every log charges its bytes to.
   let budget: ReplayBudget?
-  private var entries = FIFOQueue<RecordedEvent>()
+  /// This log's name in the budget's eviction order (0 without a budget).
+  let serial: UInt64
+  private var entries = ReplayChunks()
   /// The seq of `entries.first` while the log is not empty.
   private var headSeq: Int64 = 0
   /// What the kept events cost (`cost(of:)`).
@@ -52,6 +47,7 @@ struct ReplayLog {
     self.maxBytes = maxBytes
     self.session = session
     self.budget = budget
+    serial = budget?.newSerial() ?? 0
   }
 
   /// An event's share of a byte bound: its payload plus the entry (time, body, slot).
@@ -64,14 +60,9 @@ struct ReplayLog {
     }
   }
 
-  /// The kept events, oldest first (seqs from `oldestSeq` on): for snapshots.
-  var kept: [(atMonoMs: Int64, body: RecordedBody)] { entries.elements.map { ($0.atMonoMs, $0.body) } }
-
-  /// `kept` without building an array: a snapshot on the loop visits every kept
-  /// event of every session, so it must cost no allocation per event.
-  func forEachKept(_ body: (Int64, RecordedBody) -> Void) {
-    for event in entries.elements { body(event.atMonoMs, event.body) }
-  }
+  /// The kept events as they are now, for a snapshot: O(1) here, and readable on any
+  /// thread while the log goes on (ReplayChunks.swift).
+  var captured: ReplayCapture { ReplayCapture(oldestSeq: oldestSeq, events: entries, bytes: bytes, serial: serial) }
 
   /// Puts back the kept events of a snapshot, charging the budget as recording did,
   /// without trimming: the restored log holds exactly what the snapshotted one held
@@ -90,7 +81,10 @@ struct ReplayLog {
   }
 
   /// Gives the log's bytes back to the budget (its session is being freed).
-  func releaseAll() { budget?.charge(-bytes, events: -count) }
+  func releaseAll() {
+    budget?.charge(-bytes, events: -count)
+    budget?.forget(serial)
+  }
 
   var count: Int { entries.count }
   var oldestSeq: Int64? { entries.isEmpty ? nil : headSeq }
@@ -137,25 +131,18 @@ struct ReplayLog {
 
   private mutating func dropOldest() {
     let cost = Self.cost(of: entries[0])
-    // The popped entry stays in the queue's dead prefix until compaction: free its
-    // payload now.
-    entries[0] = RecordedEvent(atMonoMs: entries[0].atMonoMs, body: .payload(Self.dropped))
-    entries.popFirst()
+    entries.dropFirst()
     bytes -= cost
     budget?.charge(-cost, events: -1)
     headSeq += 1
   }
-
-  /// Takes the place of a dropped entry's payload until compaction, so its bytes are
-  /// freed now rather than when the dead prefix is next compacted.
-  private static let dropped = Payload([])
 
   /// The process-wide budget is exceeded and this log holds the oldest event.
   mutating func dropOldestForBudget() {
     guard count > 0 else { return }
     dropOldest()
     budget?.countEviction()
-    if count == 0 { entries.removeAll(keepingCapacity: false) }
+    if count == 0 { entries.removeAll() }
   }
 
   /// The events with seq > `afterSeq` up to `lastSeq` (the session's current seq), or nil
@@ -168,7 +155,8 @@ struct ReplayLog {
     let start = Int(afterSeq + 1 - oldest)
     return (start..<entries.count).map { i in
       let seq = headSeq + Int64(i)
-      return ReplayEntry(seq: seq, atMonoMs: entries[i].atMonoMs, payload: payload(of: entries[i], seq: seq))
+      let event = entries[i]
+      return ReplayEntry(seq: seq, atMonoMs: event.atMonoMs, payload: payload(of: event, seq: seq))
     }
   }
 

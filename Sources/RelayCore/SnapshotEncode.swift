@@ -28,13 +28,14 @@ extension RelayCore {
   /// `init(restoring:config:ids:verifyToken:)`. Pure: changes nothing.
   public func snapshot() -> [UInt8] { snapshotParts().joined() }
 
-  /// `snapshot()` with the replay payloads left unjoined: what a snapshot costs on
+  /// `snapshot()` with the replay logs captured, not written: what a snapshot costs on
   /// the caller's thread is the state's skeleton, not its replay history
-  /// (SnapshotParts.swift). `joined()` gives exactly `snapshot()`.
+  /// (SnapshotParts.swift). `joined()` gives exactly `snapshot()`, on any thread.
   public func snapshotParts() -> SnapshotParts {
     var writer = SnapshotWriter(core: self)
     writer.writeCore()
-    return SnapshotParts(written: writer.out.bytes, spliced: writer.spliced)
+    return SnapshotParts(
+      written: writer.out.bytes, profiles: writer.profiles, profileRefs: writer.profileRefs, sections: writer.sections)
   }
 }
 
@@ -42,10 +43,14 @@ extension RelayCore {
 struct SnapshotWriter {
   let core: RelayCore
   var out = BinaryWriter(capacity: 4_096)
-  /// Replay payloads kept by reference, to be joined after `out` (SnapshotParts).
-  var spliced: [(at: Int, bytes: [UInt8])] = []
+  /// The sections `joined()` writes after the bytes before them (SnapshotParts).
+  private(set) var sections: [(at: Int, section: DeferredSection)] = []
+  /// The profiles `out` refers to, in first use within `out` (the final numbering,
+  /// which counts the replay logs' profiles too, is `joined()`'s).
   private(set) var profiles: [Profile] = []
   private var profileIndex: [ObjectIdentifier: UInt32] = [:]
+  /// Where `out` holds a profile reference.
+  private(set) var profileRefs: [Int] = []
   let connections: [Connection]
   let sessions: [Session]
 
@@ -57,9 +62,7 @@ struct SnapshotWriter {
 
   mutating func writeCore() {
     out.u8(RelayCore.snapshotVersion)
-    collectProfiles()
-    out.count(profiles.count)
-    for p in profiles { profile(p) }
+    sections.append((out.bytes.count, .profiles))
     out.count(connections.count)
     for c in connections { connection(c) }
     userConnections()
@@ -76,41 +79,17 @@ struct SnapshotWriter {
 
   // MARK: Profiles
 
-  /// Numbers every profile in first-use order: connections by id, then sessions by id
-  /// (members in join order, then replay entries oldest first).
-  private mutating func collectProfiles() {
-    for c in connections { if let p = c.profile { number(p) } }
-    for s in sessions {
-      for m in s.members { number(m.profile) }
-      s.replay.forEachKept { _, body in if case .joined(let p, _) = body { number(p) } }
-    }
-  }
-
-  private mutating func number(_ p: Profile) {
-    let key = ObjectIdentifier(p)
-    guard profileIndex[key] == nil else { return }
-    profileIndex[key] = UInt32(profiles.count)
-    profiles.append(p)
-  }
-
+  /// Numbered in first use; each reference is recorded, to be renumbered when the
+  /// replay logs' profiles are known (`joined()`).
   private mutating func profileRef(_ p: Profile) {
-    guard let index = profileIndex[ObjectIdentifier(p)] else { preconditionFailure("profile not numbered") }
-    out.u32(index)
-  }
-
-  mutating func profile(_ p: Profile) {
-    out.string(p.uid)
-    out.string(p.name)
-    out.optional(p.avatar) { $0.string($1) }
-    switch p.sessions {
-    case .any: out.u8(0)
-    case .only(let ids):
-      out.u8(1)
-      out.count(ids.count)
-      for id in ids { out.string(id) }
+    let key = ObjectIdentifier(p)
+    let index = profileIndex[key] ?? UInt32(profiles.count)
+    if index == profiles.count {
+      profileIndex[key] = index
+      profiles.append(p)
     }
-    out.string(p.token.string)
-    out.u8(p.role == .host ? 0 : 1)
+    profileRefs.append(out.bytes.count)
+    out.u32(index)
   }
 
   // MARK: Connections and users
@@ -141,7 +120,7 @@ struct SnapshotWriter {
   mutating func rateWindow(_ window: RateWindow) {
     let kept = window.kept
     out.count(kept.times.count)
-    for t in kept.times { out.i64(t) }
+    out.i64s(kept.times)
     out.u32(UInt32(clamping: kept.oldest))
   }
 
@@ -201,32 +180,19 @@ struct SnapshotWriter {
     out.i64(h.raisedAtWallMs)
   }
 
+  /// Oldest seq, count, then each event: time, then 0 and its payload, or 1, the
+  /// joiner's profile and `joinedAt` (`participant.joined`). Written by `joined()`
+  /// from the log as captured now.
   mutating func replayLog(_ log: ReplayLog) {
-    out.i64(log.oldestSeq ?? 0)
-    out.count(log.count)
-    log.forEachKept { atMonoMs, body in
-      out.i64(atMonoMs)
-      switch body {
-      case .payload(let payload):
-        out.u8(0)
-        out.bytes(payload.bytes, splicingInto: &spliced)
-      case .joined(let p, let wallMs):
-        out.u8(1)
-        profileRef(p)
-        out.i64(wallMs)
-      }
-    }
+    sections.append((out.bytes.count, .replay(log.captured)))
   }
 
   /// The live eviction records, each as the index of its session in this snapshot:
   /// a session's records are its kept events in seq order, so the seq is implied.
+  /// Written by `joined()` from the order as captured now.
   private mutating func replayBudget(_ budget: ReplayBudget) {
     out.u64(budget.evictions)
-    var index: [ObjectIdentifier: UInt32] = [:]
-    for (i, s) in sessions.enumerated() { index[ObjectIdentifier(s)] = UInt32(i) }
-    let records = budget.liveRecords.compactMap { index[ObjectIdentifier($0.session)] }
-    out.count(records.count)
-    for i in records { out.u32(i) }
+    sections.append((out.bytes.count, .evictionOrder(budget.capturedOrder)))
   }
 }
 
@@ -423,5 +389,23 @@ extension SnapshotWriter {
       out.u8(6)
       out.string(callId)
     }
+  }
+}
+
+extension BinaryWriter {
+  /// One entry of the profile table (written by `SnapshotParts.joined()`).
+  mutating func profile(_ p: Profile) {
+    string(p.uid)
+    string(p.name)
+    optional(p.avatar) { $0.string($1) }
+    switch p.sessions {
+    case .any: u8(0)
+    case .only(let ids):
+      u8(1)
+      count(ids.count)
+      for id in ids { string(id) }
+    }
+    string(p.token.string)
+    u8(p.role == .host ? 0 : 1)
   }
 }

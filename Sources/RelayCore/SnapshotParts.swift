@@ -1,58 +1,177 @@
-// Snapshot bytes before they are joined (docs/cluster.md, "Bounded history"). Taking a
-// snapshot on the event loop must cost the state's skeleton, not its replay history:
-// replay payloads are immutable byte arrays, so the writer keeps a reference to each
-// (copy-on-write makes that O(1)) instead of copying it, and the join into one array
-// — the part that grows with the replay budget — runs wherever the caller chooses,
-// off the loop. The joined bytes are exactly what one sequential `BinaryWriter`
-// would have written: the format does not change.
+// Snapshot bytes before they are written in full (docs/cluster.md, "Bounded history").
+// Taking a snapshot on the event loop must cost the state's skeleton, not its replay
+// history: the loop writes everything but the replay logs, and captures each log as
+// it is (`ReplayChunks`: O(1) per session, the events shared, not visited) and the
+// replay budget's eviction order (plain values, shared too). `joined()` — wherever
+// the caller runs it, off the loop — writes the replay sections from the captured
+// logs, the profile table in front (profiles are numbered in first use, and
+// `participant.joined` entries use profiles too) and the eviction order, and gives
+// exactly the bytes one sequential writer would have: the format does not change.
 
-/// A snapshot as written bytes plus byte strings spliced in by reference. Sendable:
-/// everything in it is an immutable value, safe to join on another thread.
+import RelayPrimitives
+
+/// A part of a snapshot that the loop captured and `joined()` writes.
+enum DeferredSection: Sendable {
+  /// The profile table: every profile the snapshot refers to, in first-use order.
+  case profiles
+  /// One session's replay log.
+  case replay(ReplayCapture)
+  /// The replay budget's live eviction records, as session indexes.
+  case evictionOrder(FIFOQueue<ReplayBudget.Record>)
+}
+
+/// A snapshot as written bytes plus sections to be written later. Sendable: all of it
+/// is immutable values, safe to finish on another thread.
 public struct SnapshotParts: Sendable {
-  /// The written bytes, without the spliced strings.
-  public private(set) var written: [UInt8]
-  /// Each spliced string comes right after `written[0..<at]`; `at` never decreases.
-  public private(set) var spliced: [(at: Int, bytes: [UInt8])]
+  /// What the loop wrote. A profile reference in it is a u32 numbering profiles in
+  /// their first use within `written` alone (`profiles`), renumbered when joined.
+  let written: [UInt8]
+  /// The profiles `written` refers to, by that numbering.
+  let profiles: [Profile]
+  /// Where `written` holds a profile reference, ascending.
+  let profileRefs: [Int]
+  /// Each section comes right after `written[0..<at]`; `at` never decreases.
+  let sections: [(at: Int, section: DeferredSection)]
+  /// Written before the snapshot, followed by the snapshot's length as a u32
+  /// (`framed(by:)`).
+  private(set) var header: [UInt8]?
 
-  /// The joined length.
-  public private(set) var count: Int
-
-  public init(written: [UInt8], spliced: [(at: Int, bytes: [UInt8])] = []) {
+  init(written: [UInt8], profiles: [Profile], profileRefs: [Int], sections: [(at: Int, section: DeferredSection)]) {
     self.written = written
-    self.spliced = spliced
-    count = spliced.reduce(written.count) { $0 + $1.bytes.count }
+    self.profiles = profiles
+    self.profileRefs = profileRefs
+    self.sections = sections
   }
 
-  /// The same parts behind `prefix` (a header that needs the joined length first).
-  public func prefixed(with prefix: [UInt8]) -> SnapshotParts {
-    SnapshotParts(written: prefix + written, spliced: spliced.map { ($0.at + prefix.count, $0.bytes) })
+  /// The snapshot behind `header` and its length (`BinaryWriter.count`), as a
+  /// container writes a nested one: `header + count(n) + snapshot`.
+  public func framed(by header: [UInt8]) -> SnapshotParts {
+    var framed = self
+    framed.header = header
+    return framed
   }
 
-  /// The bytes in order: O(count), for off the loop.
-  public func joined() -> [UInt8] {
-    var out: [UInt8] = []
-    out.reserveCapacity(count)
-    var from = 0
-    for (at, bytes) in spliced {
-      out.append(contentsOf: written[from..<at])
-      out.append(contentsOf: bytes)
-      from = at
+  /// An upper bound of the joined length, for one allocation.
+  private var capacity: Int {
+    let replay = sections.reduce(0) { sum, entry in
+      guard case .replay(let log) = entry.section else { return sum }
+      // Per event: at most the log's own cost of it, plus 4 for its eviction record.
+      return sum + 12 + log.bytes + 4 * log.events.count
     }
-    out.append(contentsOf: written[from...])
-    return out
+    return (header?.count ?? 0) + 4 + written.count + replay + 128 * profiles.count
+  }
+
+  /// The bytes in order: O(snapshot), for off the loop.
+  public func joined() -> [UInt8] {
+    var joiner = SnapshotJoiner(parts: self, capacity: capacity)
+    joiner.numberProfiles()
+    joiner.write()
+    return joiner.out.bytes
   }
 }
 
-extension BinaryWriter {
-  /// The size below which a byte string is copied rather than spliced: the entry
-  /// for a reference costs about as much as copying a short string.
-  public static let spliceThreshold = 64
+/// Finishes one `SnapshotParts` (`joined()`).
+private struct SnapshotJoiner {
+  let parts: SnapshotParts
+  var out: BinaryWriter
+  /// Final profile numbers: first use over the whole snapshot.
+  private var numbered: [Profile] = []
+  private var number: [ObjectIdentifier: UInt32] = [:]
 
-  /// `bytes(v)` for an immutable array: a long one is left out of `self` and
-  /// recorded in `spliced` by reference, to be joined later (`SnapshotParts`).
-  public mutating func bytes(_ v: [UInt8], splicingInto spliced: inout [(at: Int, bytes: [UInt8])]) {
-    guard v.count >= Self.spliceThreshold else { return bytes(v) }
-    count(v.count)
-    spliced.append((self.bytes.count, v))
+  init(parts: SnapshotParts, capacity: Int) {
+    self.parts = parts
+    out = BinaryWriter(capacity: capacity)
+  }
+
+  /// Numbers every profile in first-use order over the joined bytes: the references
+  /// in `written` and in the replay sections, in their order.
+  mutating func numberProfiles() {
+    var ref = 0
+    for (at, section) in parts.sections {
+      while ref < parts.profileRefs.count, parts.profileRefs[ref] < at {
+        use(parts.profiles[Int(localRef(at: parts.profileRefs[ref]))])
+        ref += 1
+      }
+      guard case .replay(let log) = section else { continue }
+      log.events.forEach { event in if case .joined(let p, _) = event.body { use(p) } }
+    }
+    for at in parts.profileRefs[ref...] { use(parts.profiles[Int(localRef(at: at))]) }
+  }
+
+  private mutating func use(_ p: Profile) {
+    let key = ObjectIdentifier(p)
+    guard number[key] == nil else { return }
+    number[key] = UInt32(numbered.count)
+    numbered.append(p)
+  }
+
+  private func finalNumber(_ p: Profile) -> UInt32 {
+    guard let n = number[ObjectIdentifier(p)] else { preconditionFailure("profile not numbered") }
+    return n
+  }
+
+  /// The u32 the loop wrote at `at` (little-endian, `BinaryWriter.u32`).
+  private func localRef(at: Int) -> UInt32 {
+    (0..<4).reduce(UInt32(0)) { $0 | UInt32(parts.written[at + $1]) << UInt32(8 * $1) }
+  }
+
+  mutating func write() {
+    if let header = parts.header {
+      out.raw(header)
+      out.u32(0)  // the length, once known
+    }
+    let start = out.bytes.count
+    var from = 0
+    var ref = 0
+    // Sessions come in snapshot order: the eviction records name them by index.
+    var logs: [UInt64: (index: UInt32, oldestSeq: Int64)] = [:]
+    var sessionIndex: UInt32 = 0
+    for (at, section) in parts.sections {
+      copyWritten(from..<at, ref: &ref)
+      from = at
+      switch section {
+      case .profiles:
+        out.count(numbered.count)
+        for p in numbered { out.profile(p) }
+      case .replay(let log):
+        if let oldest = log.oldestSeq { logs[log.serial] = (sessionIndex, oldest) }
+        sessionIndex += 1
+        replay(log)
+      case .evictionOrder(let order):
+        let records = ReplayBudget.liveRecords(order, logs: logs)
+        out.count(records.count)
+        for i in records { out.u32(i) }
+      }
+    }
+    copyWritten(from..<parts.written.count, ref: &ref)
+    if parts.header != nil { out.patchU32(UInt32(out.bytes.count - start), at: start - 4) }
+  }
+
+  /// `written[range]`, its profile references renumbered.
+  private mutating func copyWritten(_ range: Range<Int>, ref: inout Int) {
+    let shift = out.bytes.count - range.lowerBound
+    out.raw(parts.written[range])
+    while ref < parts.profileRefs.count, parts.profileRefs[ref] < range.upperBound {
+      let at = parts.profileRefs[ref]
+      out.patchU32(finalNumber(parts.profiles[Int(localRef(at: at))]), at: at + shift)
+      ref += 1
+    }
+  }
+
+  private mutating func replay(_ log: ReplayCapture) {
+    out.i64(log.oldestSeq ?? 0)
+    out.count(log.events.count)
+    log.events.forEach { event in
+      out.i64(event.atMonoMs)
+      switch event.body {
+      case .payload(let payload):
+        out.u8(0)
+        out.bytes(payload.bytes)
+      case .joined(let p, let wallMs):
+        out.u8(1)
+        out.u32(finalNumber(p))
+        out.i64(wallMs)
+      }
+    }
   }
 }

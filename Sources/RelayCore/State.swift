@@ -19,7 +19,8 @@ enum ParticipantStatus: String {
 /// Only what the core reads: the token's `exp` is checked at hello and not kept. The
 /// hello's resume token lives here rather than in the Connection: the Connection
 /// would need a 112-byte malloc chunk for it, while the Profile takes it for +16.
-final class Profile {
+/// Sendable (immutable): a snapshot writes it off the loop (SnapshotParts.swift).
+final class Profile: Sendable {
   let uid: String
   let name: String
   let avatar: String?
@@ -138,6 +139,7 @@ final class Session {
     replay = ReplayLog(
       maxEvents: config.replayEvents, maxAgeMs: config.replayAgeMs, maxBytes: config.replayBytes,
       session: id, budget: budget)
+    budget?.register(self)
   }
 
   /// The log's bytes leave the process-wide account with the session.

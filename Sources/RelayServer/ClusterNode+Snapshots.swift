@@ -55,8 +55,8 @@ extension ClusterNode {
 
   /// Every replica snapshots at the same position; the ticker stores its snapshot
   /// (and trims the log), the others log their digest for comparison. On the loop
-  /// only the skeleton is written (replay payloads are kept by reference); joining
-  /// and digesting run on the thread pool, storing in chunks (SnapshotStore).
+  /// only the skeleton is written (replay logs are captured, not visited); writing
+  /// them and digesting run on the thread pool, storing in chunks (SnapshotStore).
   /// While one is on its way, the newest two due ones wait (an older waiting one is
   /// superseded, counted): work and memory never pile up behind a slow Redis, and
   /// the last two positions of a burst are always stored, so the trim behind the

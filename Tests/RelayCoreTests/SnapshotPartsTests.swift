@@ -1,57 +1,96 @@
-// SnapshotParts (SnapshotParts.swift): a snapshot taken with its replay payloads by
-// reference joins to exactly the bytes one sequential writer produces, so taking it
-// on the loop and joining it elsewhere changes nothing of the format.
+// SnapshotParts (SnapshotParts.swift): a snapshot taken now and written later is the
+// state as it was when it was taken, whatever the core does in between, and its bytes
+// are those of the format the reader knows.
+import RelayPrimitives
 import Testing
 
 @testable import RelayCore
 
 @Suite struct SnapshotPartsTests {
-  /// Strings on both sides of the splice threshold, in any order, and an empty one.
-  @Test func splicedStringsJoinToTheSequentialWritersBytes() {
-    let strings: [[UInt8]] = [
-      [], [1, 2, 3], Array(repeating: 7, count: BinaryWriter.spliceThreshold),
-      Array(repeating: 9, count: BinaryWriter.spliceThreshold - 1), Array(0..<200), [4],
-      Array(repeating: 5, count: 1_000), Array(repeating: 6, count: 70),
-    ]
-    var sequential = BinaryWriter()
-    var split = BinaryWriter()
-    var spliced: [(at: Int, bytes: [UInt8])] = []
-    for (i, s) in strings.enumerated() {
-      sequential.u32(UInt32(i))
-      split.u32(UInt32(i))
-      sequential.bytes(s)
-      split.bytes(s, splicingInto: &spliced)
+  /// A core with several sessions whose replay logs span many chunks, hold
+  /// `participant.joined` entries of profiles nothing else refers to any more (the
+  /// user left), and are bounded by the process-wide budget (eviction records of
+  /// several sessions interleaved, some stale).
+  static func busyCore() -> Harness {
+    let h = Harness {
+      $0.heartbeatsInShell = true
+      $0.messageRate = 1_000_000
+      $0.replayBudgetBytes = 30_000
+      $0.replayEvents = 25
     }
-    sequential.u8(0xEE)
-    split.u8(0xEE)
-    let parts = SnapshotParts(written: split.bytes, spliced: spliced)
-    #expect(spliced.count == 4, "the strings of 64 bytes or more are spliced, the others copied")
-    #expect(parts.count == sequential.bytes.count)
-    #expect(parts.joined() == sequential.bytes)
-    let header: [UInt8] = [0xAA, 0xBB, 0xCC]
-    #expect(parts.prefixed(with: header).joined() == header + sequential.bytes)
-    #expect(parts.prefixed(with: header).count == header.count + sequential.bytes.count)
-    #expect(SnapshotParts(written: [1, 2]).joined() == [1, 2])
+    h.join(1, uid: "alice", session: "s0")
+    h.join(2, uid: "bob", session: "s1")
+    h.join(3, uid: "carol", session: "s2")
+    h.join(4, uid: "dave", session: "s1")
+    h.core.closed(ConnectionID(4), clean: true, at: h.now)  // dave left: his profile is only in s1's replay
+    _ = h.out()
+    round(h, 0)
+    return h
   }
 
-  /// A core whose replay holds messages: the written part holds none of their bytes
-  /// (the loop's cost is the skeleton), and the joined bytes restore.
-  @Test func aCoresReplayPayloadsAreKeptByReference() throws {
-    let h = Harness()
-    h.join(1, uid: "alice")
-    let filler = String(repeating: "x", count: 1_000)
-    for i in 0..<12 {
-      h.send(1, #"{"type":"message.send","session":"s","data":{"i":\#(i),"f":"\#(filler)"}}"#)
-      h.advance(1_000)  // within the message rate (§7)
+  /// Messages of various sizes into every session, and a short-lived member.
+  static func round(_ h: Harness, _ r: Int) {
+    for i in 0..<90 {
+      let n = UInt64(1 + (i + r) % 3)
+      let pad = String(repeating: "x", count: 100 + (i * 37 + r * 11) % 900)
+      h.send(n, #"{"type":"message.send","session":"s\#(n - 1)","data":{"r":\#(r),"i":\#(i),"p":"\#(pad)"}}"#)
+      h.advance(3)
+      if i == 80 {
+        h.join(UInt64(10 + r), uid: "guest\(r)", session: "s2")
+        h.core.closed(ConnectionID(UInt64(10 + r)), clean: true, at: h.now)
+      }
     }
     _ = h.out()
-    let parts = h.core.snapshotParts()
-    #expect(parts.spliced.count >= 12)
-    #expect(parts.written.count < 2 * 1_000, "payload bytes were copied into the written part")
-    #expect(parts.count > 12 * 1_000)
-    let bytes = parts.joined()
-    #expect(bytes == h.core.snapshot())
-    let restored = try RelayCore(restoring: bytes, config: h.core.config, ids: SeededIDs(), verifyToken: { _, _ in nil })
-    #expect(restored.snapshot() == bytes)
+  }
+
+  static func restore(_ bytes: [UInt8], _ h: Harness) throws -> RelayCore {
+    try RelayCore(restoring: bytes, config: h.core.config, ids: SeededIDs(), verifyToken: { _, _ in nil })
+  }
+
+  /// Snapshot of state S, the core goes on (appends, drops from the front, budget
+  /// evictions, sessions freed and created), snapshot of state T: each joins, at any
+  /// time later, to the bytes of its own state, and restores to it.
+  @Test func aCaptureIsTheStateWhenItWasTaken() throws {
+    let h = Self.busyCore()
+    #expect(h.core.stats.replayEvictions > 0, "the budget never evicted: the test proves less")
+    let s = h.core.snapshotParts()
+    let sNow = h.core.snapshot()
+    var table = BinaryReader(sNow)
+    _ = try table.u8()
+    #expect(try table.u32() > UInt32(s.profiles.count), "no profile only in a replay log: the test proves less")
+    for r in 1...3 { Self.round(h, r) }
+    h.core.closed(ConnectionID(3), clean: true, at: h.now)  // s2 is freed
+    h.join(20, uid: "erin", session: "s3")
+    Self.round(h, 4)
+    let t = h.core.snapshotParts()
+    let tNow = h.core.snapshot()
+    #expect(sNow != tNow)
+    Self.round(h, 5)
+    #expect(s.joined() == sNow)
+    #expect(t.joined() == tNow)
+    let restored = try Self.restore(s.joined(), h)
+    #expect(restored.snapshot() == sNow)
+    #expect(try Self.restore(tNow, h).snapshot() == tNow)
+  }
+
+  /// The bytes are those the sequential writer wrote before snapshots were captured
+  /// in parts (same layout, same profile numbering, same eviction records): a
+  /// checksum of that writer's bytes for `busyCore()`.
+  @Test func theLayoutIsTheSequentialWriters() {
+    let bytes = Self.busyCore().core.snapshot()
+    #expect(bytes.count == 30_973)
+    #expect(CRC32.checksum(bytes) == 0xD032_27BC)
+  }
+
+  /// `framed(by:)`: the header, the snapshot's length as a u32, then the snapshot.
+  @Test func framedPartsCarryTheirLength() throws {
+    let h = Self.busyCore()
+    let header: [UInt8] = [0xAA, 0xBB, 0xCC]
+    let framed = h.core.snapshotParts().framed(by: header).joined()
+    let bytes = h.core.snapshot()
+    var r = BinaryReader(framed)
+    #expect([try r.u8(), try r.u8(), try r.u8()] == header)
+    #expect(try r.bytes() == bytes)
+    try r.expectEnd()
   }
 }

@@ -1,0 +1,100 @@
+import EventLoop
+import RelayCore
+
+/// A cluster snapshot's cost on the loop and off it (docs/cluster.md, "Bounded
+/// history"), the core alone: 256 sessions whose replay logs hold 1 MiB of ~1 KB
+/// messages each (the default budget, as `Benchmarks/cluster.py scale-big` fills it),
+/// and 100 000 participants in 1 000 sessions of 100.
+enum SnapshotBench {
+  /// `only`: "replay" or "participants" runs that half alone.
+  static func run(only: String? = nil) {
+    print("== snapshot: the loop's share (capture) and the rest (joined), median of 5")
+    if only != "participants" {
+      let replay = replayCore(sessions: 256, messages: 1_100)
+      report("256 MiB of replay (256 sessions × ~1 000 events of ~1 KB)", replay.core, next: replay.next)
+    }
+    if only != "replay" {
+      let members = membersCore(sessions: 1_000, members: 100)
+      report("100 000 participants (1 000 sessions × 100)", members, next: nil)
+    }
+  }
+
+  static func report(_ label: String, _ core: RelayCore, next: ((RelayCore) -> Void)?) {
+    var size = 0
+    let capture = median {
+      let t = Loop.hrtimeNs()
+      withExtendedLifetime(core.snapshotParts()) {}
+      return seconds(since: t) * 1e3
+    }
+    let joined = median(runs: 3) {
+      let parts = core.snapshotParts()
+      let t = Loop.hrtimeNs()
+      size = parts.joined().count
+      return seconds(since: t) * 1e3
+    }
+    print("  \(label): \(fmt(Double(size) / 1e6)) MB; capture \(fmt(capture, 2)) ms on the loop, joined \(fmt(joined, 0)) ms off it")
+    guard let next else { return }
+    // The first event into every session after a capture copies what the capture
+    // shares (at most two chunks and the chunk list per log): spread over the turns
+    // that touch each session.
+    let held = core.snapshotParts()
+    let t = Loop.hrtimeNs()
+    next(core)
+    let after = seconds(since: t) * 1e3
+    withExtendedLifetime(held) {}
+    let t2 = Loop.hrtimeNs()
+    next(core)
+    print("  one message into each session after a capture: \(fmt(after, 1)) ms (without a capture: \(fmt(seconds(since: t2) * 1e3, 1)) ms)")
+  }
+
+  /// `sessions` sessions of one member each, `messages` ~1 KB messages into each.
+  static func replayCore(sessions: Int, messages: Int) -> (core: RelayCore, next: (RelayCore) -> Void) {
+    var config = CoreConfig(devMode: true, serverVersion: "bench")
+    config.heartbeatsInShell = true
+    config.messageRate = 1_000_000
+    config.replayBudgetBytes = (sessions + 16) << 20
+    let core = RelayCore(config: config, ids: CoreBench.Ids(), verifyToken: { _, _ in nil })
+    var t: Int64 = 1_000
+    for i in 0..<sessions {
+      let c = ConnectionID(UInt64(i + 1))
+      let at = Instant(monoMs: t, wallMs: 1_700_000_000_000 + t)
+      core.open(c, at: at)
+      core.receive(c, text: Array(#"{"type":"hello","dev":{"uid":"u\#(i)","name":"User \#(i)"}}"#.utf8), at: at)
+      core.receive(c, text: Array(#"{"type":"session.join","session":"s\#(i)"}"#.utf8), at: at)
+    }
+    let pad = String(repeating: "x", count: 1_000)
+    var n = 0
+    let send = { (core: RelayCore) in
+      for i in 0..<sessions {
+        n += 1
+        t += 1
+        let text = Array(#"{"type":"message.send","session":"s\#(i)","data":{"i":\#(n),"p":"\#(pad)"}}"#.utf8)
+        core.receive(ConnectionID(UInt64(i + 1)), text: text, at: Instant(monoMs: t, wallMs: 1_700_000_000_000 + t))
+      }
+      _ = core.takeEffects()
+    }
+    for _ in 0..<messages { send(core) }
+    return (core, send)
+  }
+
+  /// `sessions` × `members` participants, each on a connection of its own.
+  static func membersCore(sessions: Int, members: Int) -> RelayCore {
+    var config = CoreConfig(devMode: true, serverVersion: "bench")
+    config.heartbeatsInShell = true
+    config.joinRate = 1_000_000
+    config.sessionJoinRate = 1_000_000
+    let core = RelayCore(config: config, ids: CoreBench.Ids(), verifyToken: { _, _ in nil })
+    var t: Int64 = 1_000
+    for i in 0..<(sessions * members) {
+      let c = ConnectionID(UInt64(i + 1))
+      t += 1
+      let at = Instant(monoMs: t, wallMs: 1_700_000_000_000 + t)
+      core.open(c, at: at)
+      core.receive(c, text: Array(#"{"type":"hello","dev":{"uid":"u\#(i)","name":"User \#(i)"}}"#.utf8), at: at)
+      core.receive(c, text: Array(#"{"type":"session.join","session":"s\#(i % sessions)"}"#.utf8), at: at)
+      if i % 1_000 == 0 { _ = core.takeEffects() }
+    }
+    _ = core.takeEffects()
+    return core
+  }
+}
