@@ -37,7 +37,7 @@ extension RelayServer {
       // §10/§12: not ready while draining, or while the cluster bus is down.
       let ready = isReady
       respond(conn, status: ready ? 200 : 503, headers: [("Content-Type", "text/plain")],
-              body: Array((ready ? "ready" : draining ? "draining" : "cluster unavailable").utf8))
+              body: Array((ready ? "ready" : draining ? "draining" : stateUnavailable).utf8))
     default:
       refreshCoreMetrics()
       respond(conn, status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],

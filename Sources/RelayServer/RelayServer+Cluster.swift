@@ -120,7 +120,7 @@ extension RelayServer {
     var members: [(String, JSONValue)] = [("type", .string("error"))]
     if let id = (try? JSONParser.parse(payload))?.objectValue?["id"]?.stringValue { members.append(("re", .string(id))) }
     members.append(("code", .string(ErrorCode.unavailable.rawValue)))
-    members.append(("message", .string("shared state unreachable; retry")))
+    members.append(("message", .string(unavailableMessage)))
     deliver(Payload(object(members)), to: [conn.id])
   }
 
@@ -208,7 +208,7 @@ extension RelayServer {
     let waiting = pendingAdmin.sorted { $0.key < $1.key }
     pendingAdmin = [:]
     for (_, conn) in waiting {
-      respondError(conn, 503, ErrorCode.unavailable.rawValue, "shared state unreachable; retry")
+      respondError(conn, 503, ErrorCode.unavailable.rawValue, unavailableMessage)
     }
   }
 

@@ -243,9 +243,15 @@ public final class RelayServer {
     return nil
   }
 
+  /// What cannot take inputs while not ready (§12 the cluster's Redis, §12a the data dir).
+  var stateUnavailable: String { cluster != nil ? "cluster unavailable" : "data dir unavailable" }
+  var unavailableMessage: String {
+    cluster != nil ? "shared state unreachable; retry" : "data dir not writable; retry"
+  }
+
   /// Why an upgrade is answered 503 now, or nil to go on with the handshake.
   func upgradeRefusal(_ conn: ServerConnection) -> String? {
-    if !isReady { return draining ? "draining" : "cluster unavailable" }
+    if !isReady { return draining ? "draining" : stateUnavailable }
     // Accepted under a node number this node no longer has (it rejoined).
     if let cluster, Replica.node(of: conn.id.raw) != cluster.number { return "node rejoining the cluster" }
     return nil

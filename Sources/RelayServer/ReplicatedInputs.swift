@@ -33,7 +33,7 @@ extension ReplicatedInputs {
   func open(_ conn: ServerConnection) {
     server.clusterLastInbound[conn.id.raw] = server.loop.nowMs
     append(.open(connection: conn.id.raw)) { [unowned server = self.server, id = conn.id] in
-      server.connections[id]?.close(code: CloseCode.serviceRestart, reason: "cluster unavailable")
+      server.connections[id]?.close(code: CloseCode.serviceRestart, reason: server.stateUnavailable)
     }
   }
 
@@ -65,7 +65,7 @@ extension ReplicatedInputs {
     if let conn { server.pendingAdmin[request] = conn }
     append(.admin(request: request, action)) { [unowned server = self.server] in
       guard let conn = server.pendingAdmin.removeValue(forKey: request) else { return }
-      server.respondError(conn, 503, ErrorCode.unavailable.rawValue, "shared state unreachable; retry")
+      server.respondError(conn, 503, ErrorCode.unavailable.rawValue, server.unavailableMessage)
     }
   }
 }

@@ -109,6 +109,7 @@ async def test_a_full_disk_makes_the_relay_unavailable_then_it_recovers(tmp_path
         await other.send({"type": "message.send", "id": "o", "session": "room", "data": "refused"})
         answer = await other.recv_type("error", timeout=5)
         saw_unavailable = answer["code"] == "unavailable"
+        assert "data dir" in answer.get("message", ""), answer  # not the cluster's wording
         assert (await writer.recv_type("ok", timeout=15))["re"] == f"w-{n}"  # answered once written
         n += 1
     assert saw_unavailable and saw_503, (n, relay.output())
