@@ -113,6 +113,12 @@ extension RelayServer {
   /// Commands per timed one (a power of two).
   static let commandSampling: UInt64 = 16
 
+  /// What cannot take inputs while not ready (§12 the cluster's Redis, §12a the data dir).
+  var stateUnavailable: String { cluster != nil ? "cluster unavailable" : "data dir unavailable" }
+  var unavailableMessage: String {
+    cluster != nil ? "shared state unreachable; retry" : "data dir not writable; retry"
+  }
+
   /// §12: a command that needs shared state while it is unreachable gets
   /// `unavailable` (with its `id` as `re`), and changes nothing.
   func answerUnavailable(_ conn: ServerConnection, _ payload: [UInt8]) {

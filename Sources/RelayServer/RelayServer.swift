@@ -243,12 +243,6 @@ public final class RelayServer {
     return nil
   }
 
-  /// What cannot take inputs while not ready (§12 the cluster's Redis, §12a the data dir).
-  var stateUnavailable: String { cluster != nil ? "cluster unavailable" : "data dir unavailable" }
-  var unavailableMessage: String {
-    cluster != nil ? "shared state unreachable; retry" : "data dir not writable; retry"
-  }
-
   /// Why an upgrade is answered 503 now, or nil to go on with the handshake.
   func upgradeRefusal(_ conn: ServerConnection) -> String? {
     if !isReady { return draining ? "draining" : stateUnavailable }
