@@ -65,6 +65,7 @@ async def test_snapshots_of_a_big_replay_hold_no_loop_and_are_all_stored(cluster
     assert replay > 30e6, f"the replay holds {replay / 1e6:.1f} MB: too small to test anything"
 
     stored0 = sum(n.metric("relay_cluster_snapshots_stored_total") for n in (n1, n2))
+    superseded0 = [metric(n, "relay_cluster_snapshots_superseded_total") for n in (n1, n2)]
     stalls0 = [turns_over(n, TURN_BOUND_S) for n in (n1, n2)]
     start = n1.metric("relay_cluster_log_position")
     probe = await join_all([n1.ws], 1, prefix="probe")
@@ -73,20 +74,26 @@ async def test_snapshots_of_a_big_replay_hold_no_loop_and_are_all_stored(cluster
     moved = n1.metric("relay_cluster_log_position") - start
     due = int(moved // SNAPSHOT_RECORDS)
     stored = sum(n.metric("relay_cluster_snapshots_stored_total") for n in (n1, n2)) - stored0
+    # Only the ticker stores; a node whose join is still running when two more fall
+    # due drops the older waiting one (superseded, counted) and stores the newest.
+    superseded = max(metric(n, "relay_cluster_snapshots_superseded_total") - s
+                     for n, s in zip((n1, n2), superseded0))
     stalls = [turns_over(n, TURN_BOUND_S) - s for n, s in zip((n1, n2), stalls0)]
     print(f"replay {replay / 1e6:.1f} MB; snapshot {metric(n1, 'relay_cluster_snapshot_bytes') / 1e6:.1f} MB; "
-          f"{moved:.0f} records, {due} snapshots due, {stored:.0f} stored; "
+          f"{moved:.0f} records, {due} snapshots due, {stored:.0f} stored, {superseded:.0f} superseded; "
           f"capture {max(metric(n, 'relay_cluster_snapshot_capture_seconds') for n in (n1, n2)) * 1e3:.1f} ms; "
           f"join+digest {max(metric(n, 'relay_cluster_snapshot_seconds') for n in (n1, n2)) * 1e3:.1f} ms; "
           f"turns over {TURN_BOUND_S * 1e3:.0f} ms {stalls}; xlen {xlen(cluster)}; "
           f"redis {used_memory(cluster) / 1e6:.1f} MB; probe p99 {probed.quantile(0.99) * 1e3:.0f} ms")
-    # Every due snapshot of the full state was stored (the last may still be on its way).
-    assert due >= 3 and stored >= due - 1, (due, stored)
+    # Every due snapshot of the full state was stored or superseded by a newer one that
+    # was (the last two may still be on their way), and several were stored.
+    assert due >= 3 and stored >= 2 and stored + superseded >= due - 2, (due, stored, superseded)
     assert sum(metric(n, "relay_cluster_snapshot_store_failures_total") for n in (n1, n2)) == 0
     # No loop turn of either node stalled while they snapshotted the full state.
     assert stalls == [0, 0], f"loop turns over {TURN_BOUND_S * 1e3:.0f} ms while snapshotting: {stalls}"
-    # The log is trimmed behind the stored snapshots; Redis holds the state, not history.
-    assert xlen(cluster) <= 3 * SNAPSHOT_RECORDS, xlen(cluster)
+    # The log is trimmed behind the stored snapshots (untrimmed it would hold the fill's
+    # 12 000 records and more); Redis holds the state, not history.
+    assert xlen(cluster) <= 4 * SNAPSHOT_RECORDS, xlen(cluster)
     k = keys(cluster)
     assert cluster.redis.pipeline([[b"HEXISTS", k["snapshot"].encode(), b"bytes"]])[0] == b":0"
     assert used_memory(cluster) < 3 * replay + (32 << 20), used_memory(cluster)
