@@ -4,7 +4,9 @@ the loop, the bytes joined and digested on the thread pool), every due snapshot 
 stored (in chunks, swapped in by one script), and the log is trimmed behind it."""
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 import urllib.request
 
 from cluster import cluster  # noqa: F401  (fixture)
@@ -73,11 +75,22 @@ async def test_snapshots_of_a_big_replay_hold_no_loop_and_are_all_stored(cluster
     assert probed.ok == PROBES, probed.errors
     moved = n1.metric("relay_cluster_log_position") - start
     due = int(moved // SNAPSHOT_RECORDS)
-    stored = sum(n.metric("relay_cluster_snapshots_stored_total") for n in (n1, n2)) - stored0
     # Only the ticker stores; a node whose join is still running when two more fall
-    # due drops the older waiting one (superseded, counted) and stores the newest.
-    superseded = max(metric(n, "relay_cluster_snapshots_superseded_total") - s
-                     for n, s in zip((n1, n2), superseded0))
+    # due drops the older waiting one (superseded, counted) and stores the newest. The
+    # last ones may still be uploading when the probes end: wait for them (the relay
+    # offers no event for a stored snapshot; /metrics is polled, bounded).
+
+    def accounted() -> tuple[float, float]:
+        stored = sum(n.metric("relay_cluster_snapshots_stored_total") for n in (n1, n2)) - stored0
+        superseded = max(metric(n, "relay_cluster_snapshots_superseded_total") - s
+                         for n, s in zip((n1, n2), superseded0))
+        return stored, superseded
+
+    deadline = time.monotonic() + 30
+    stored, superseded = accounted()
+    while stored + superseded < due and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        stored, superseded = accounted()
     stalls = [turns_over(n, TURN_BOUND_S) - s for n, s in zip((n1, n2), stalls0)]
     print(f"replay {replay / 1e6:.1f} MB; snapshot {metric(n1, 'relay_cluster_snapshot_bytes') / 1e6:.1f} MB; "
           f"{moved:.0f} records, {due} snapshots due, {stored:.0f} stored, {superseded:.0f} superseded; "
@@ -85,15 +98,15 @@ async def test_snapshots_of_a_big_replay_hold_no_loop_and_are_all_stored(cluster
           f"join+digest {max(metric(n, 'relay_cluster_snapshot_seconds') for n in (n1, n2)) * 1e3:.1f} ms; "
           f"turns over {TURN_BOUND_S * 1e3:.0f} ms {stalls}; xlen {xlen(cluster)}; "
           f"redis {used_memory(cluster) / 1e6:.1f} MB; probe p99 {probed.quantile(0.99) * 1e3:.0f} ms")
-    # Every due snapshot of the full state was stored or superseded by a newer one that
-    # was (the last two may still be on their way), and several were stored.
-    assert due >= 3 and stored >= 2 and stored + superseded >= due - 2, (due, stored, superseded)
+    # Every due snapshot of the full state was stored, or superseded by a newer one
+    # that was.
+    assert due >= 3 and stored >= 2 and stored + superseded >= due, (due, stored, superseded)
     assert sum(metric(n, "relay_cluster_snapshot_store_failures_total") for n in (n1, n2)) == 0
     # No loop turn of either node stalled while they snapshotted the full state.
     assert stalls == [0, 0], f"loop turns over {TURN_BOUND_S * 1e3:.0f} ms while snapshotting: {stalls}"
     # The log is trimmed behind the stored snapshots (untrimmed it would hold the fill's
     # 12 000 records and more); Redis holds the state, not history.
-    assert xlen(cluster) <= 4 * SNAPSHOT_RECORDS, xlen(cluster)
+    assert xlen(cluster) <= 3 * SNAPSHOT_RECORDS, xlen(cluster)
     k = keys(cluster)
     assert cluster.redis.pipeline([[b"HEXISTS", k["snapshot"].encode(), b"bytes"]])[0] == b":0"
     assert used_memory(cluster) < 3 * replay + (32 << 20), used_memory(cluster)
