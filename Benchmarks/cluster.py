@@ -296,6 +296,23 @@ def snapshot_figures() -> list[str]:
 SCALE_SNAPSHOT_RECORDS = 2_000
 
 
+def snapshot_figures(ports: list[int], memory: list[float]) -> dict:
+    """What a scale row reports of the nodes' snapshots and loop turns, and Redis's memory."""
+    def worst(name: str) -> float:
+        return max(metric(p, name) for p in ports)
+
+    return {
+        "turnMaxMs": worst("relay_loop_turn_max_microseconds") / 1e3,
+        "over50": max(turns_over_50ms(p) for p in ports),
+        "snapshotMB": worst("relay_cluster_snapshot_bytes") / 1e6,
+        "captureMs": worst("relay_cluster_snapshot_capture_seconds") * 1e3,
+        "snapshotMs": worst("relay_cluster_snapshot_seconds") * 1e3,
+        "stored": sum(metric(p, "relay_cluster_snapshots_stored_total") for p in ports),
+        "due": metric(ports[0], "relay_cluster_log_position") // SCALE_SNAPSHOT_RECORDS,
+        "redisMaxMB": max(memory or [0]), "redisEndMB": memory[-1] if memory else 0,
+    }
+
+
 def turns_over_50ms(port: int) -> int:
     """Loop turns longer than 50 ms so far (the `relay_loop_turn_seconds` histogram)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
@@ -353,19 +370,10 @@ def scale_run(binary: Path, tag: str, replay_mb: int) -> dict:
 
         filled, steady, wall = asyncio.run(load())
 
-        def worst(name: str) -> float:
-            return max(metric(p, name) for p in servers)
-
         refused = sum(filled.errors.values()) + sum(steady.errors.values())
         return {
-            "tag": tag, "turnMaxMs": worst("relay_loop_turn_max_microseconds") / 1e3,
-            "snapshotMB": worst("relay_cluster_snapshot_bytes") / 1e6,
-            "captureMs": worst("relay_cluster_snapshot_capture_seconds") * 1e3,
-            "snapshotMs": worst("relay_cluster_snapshot_seconds") * 1e3,
-            "stored": sum(metric(p, "relay_cluster_snapshots_stored_total") for p in servers),
-            "due": metric(servers[0], "relay_cluster_log_position") // SCALE_SNAPSHOT_RECORDS,
-            "redisMaxMB": max(memory or [0]), "redisEndMB": memory[-1] if memory else 0,
-            "over50": max(turns_over_50ms(p) for p in servers), "refused": refused, "p50": steady.quantile(0.5) * 1e3, "p99": steady.quantile(0.99) * 1e3,
+            "tag": tag, **snapshot_figures(servers, memory), "refused": refused,
+            "p50": steady.quantile(0.5) * 1e3, "p99": steady.quantile(0.99) * 1e3,
             "msgsPerSec": (filled.ok + steady.ok) / wall,
         }
     finally:
@@ -425,18 +433,8 @@ def participants_run(total: int, members: int, tag: str) -> dict:
             time.sleep(1)
         reports = [json.loads(info["report"].read_text()) for info, _ in runs]
 
-        def worst(name: str) -> float:
-            return max(metric(p, name) for p in ports)
-
         return {
-            "tag": tag, "nodes": nodes, "joined": sum(r["bots"] for r in reports),
-            "turnMaxMs": worst("relay_loop_turn_max_microseconds") / 1e3, "over50": max(turns_over_50ms(p) for p in ports),
-            "snapshotMB": worst("relay_cluster_snapshot_bytes") / 1e6,
-            "captureMs": worst("relay_cluster_snapshot_capture_seconds") * 1e3,
-            "snapshotMs": worst("relay_cluster_snapshot_seconds") * 1e3,
-            "stored": sum(metric(p, "relay_cluster_snapshots_stored_total") for p in ports),
-            "due": metric(ports[0], "relay_cluster_log_position") // SCALE_SNAPSHOT_RECORDS,
-            "redisMaxMB": max(memory or [0]), "redisEndMB": memory[-1] if memory else 0,
+            "tag": tag, "nodes": nodes, "joined": sum(r["bots"] for r in reports), **snapshot_figures(ports, memory),
             "refused": sum(r["errorsReceived"] for r in reports), "checkFailures": sum(r["checkFailures"] for r in reports),
             "p50": max(r["deliveryLatencyUs"]["p50"] for r in reports) / 1e3,
             "p99": max(r["deliveryLatencyUs"]["p99"] for r in reports) / 1e3,

@@ -119,6 +119,19 @@ def bots(port: int, scenario: str, out: Path, *extra: str) -> dict:
     return json.loads(out.read_text())
 
 
+def ratio_table(values: dict[tuple[str, str], list[float]], labels: list[str], fmt: str, ratio) -> list[str]:
+    """One row per load: the median of each mode, and `ratio(mode, memory-only)` beside it."""
+    lines = ["| load | memory only | `--fsync no` | `--fsync everysec` | `--fsync always` |", "|---|---|---|---|---|"]
+    for label in labels:
+        base = statistics.median(values[(label, "memory")])
+        cells = [fmt.format(base)]
+        for mode in MODES[1:]:
+            m = statistics.median(values[(label, mode)])
+            cells.append(f"{fmt.format(m)} ({ratio(m, base):.2f}×)")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def throughput() -> list[str]:
     scenarios = [("fan-out deliveries/s", "fanout", 1), ("commands/s", str(ROOT / "Benchmarks" / "durable-commands.json"), 2)]
     results: dict[tuple[str, str], list[float]] = {}
@@ -141,24 +154,11 @@ def throughput() -> list[str]:
                 relay.stop()
                 shutil.rmtree(data, ignore_errors=True)
                 print(f"  round {rnd + 1} {label} {mode}: {results[(label, mode)][-1]:.0f}", file=sys.stderr)
-    lines = ["| load | memory only | `--fsync no` | `--fsync everysec` | `--fsync always` |", "|---|---|---|---|---|"]
-    for label, _, _ in scenarios:
-        base = statistics.median(results[(label, "memory")])
-        cells = [f"{base:,.0f}"]
-        for mode in MODES[1:]:
-            m = statistics.median(results[(label, mode)])
-            cells.append(f"{m:,.0f} ({m / base:.2f}×)")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    labels = [label for label, _, _ in scenarios]
+    lines = ratio_table(results, labels, "{:,.0f}", lambda m, base: m / base)
     lines += ["", "Relay CPU time (user + system, all threads) per message sent, µs, and memory-only's "
-              "divided by each (the throughput ratio a relay bound by its CPU would show):", "",
-              "| load | memory only | `--fsync no` | `--fsync everysec` | `--fsync always` |", "|---|---|---|---|---|"]
-    for label, _, _ in scenarios:
-        base = statistics.median(cpu_us[(label, "memory")])
-        cells = [f"{base:.1f}"]
-        for mode in MODES[1:]:
-            m = statistics.median(cpu_us[(label, mode)])
-            cells.append(f"{m:.1f} ({base / m:.2f}×)")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+              "divided by each (the throughput ratio a relay bound by its CPU would show):", ""]
+    lines += ratio_table(cpu_us, labels, "{:.1f}", lambda m, base: base / m)
     lines += ["", "Per round (rate / CPU µs per message):", "", "| round | load | " + " | ".join(MODES) + " |",
               "|---|---|" + "---|" * len(MODES)]
     for rnd in range(RUNS):
