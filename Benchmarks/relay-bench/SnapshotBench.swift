@@ -50,7 +50,6 @@ enum SnapshotBench {
   /// `sessions` sessions of one member each, `messages` ~1 KB messages into each.
   static func replayCore(sessions: Int, messages: Int) -> (core: RelayCore, next: (RelayCore) -> Void) {
     var config = CoreConfig(devMode: true, serverVersion: "bench")
-    config.heartbeatsInShell = true
     config.messageRate = 1_000_000
     config.replayBudgetBytes = (sessions + 16) << 20
     let core = RelayCore(config: config, ids: CoreBench.Ids(), verifyToken: { _, _ in nil })
@@ -80,7 +79,6 @@ enum SnapshotBench {
   /// `sessions` × `members` participants, each on a connection of its own.
   static func membersCore(sessions: Int, members: Int) -> RelayCore {
     var config = CoreConfig(devMode: true, serverVersion: "bench")
-    config.heartbeatsInShell = true
     config.joinRate = 1_000_000
     config.sessionJoinRate = 1_000_000
     let core = RelayCore(config: config, ids: CoreBench.Ids(), verifyToken: { _, _ in nil })

@@ -4,7 +4,7 @@
 //   relay-bench core             core raise/lower churn in a 1 000-member session
 //   relay-bench churn            the churn alone, once (for instruction counts)
 //   relay-bench ring             ringing storm on the core, every outcome
-//   relay-bench tick             heartbeat deadline cost at 5 000 vs 19 900 connections
+//   relay-bench tick             heartbeat check cost (the shell machine) at 5 000 vs 19 900 connections
 //   relay-bench snapshot [replay|participants]  a cluster snapshot's capture (on the loop) and join
 //   relay-bench echo PORT [SEC]  echo round trips/s against `relay serve --echo`
 import EventLoop

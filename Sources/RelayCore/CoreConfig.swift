@@ -46,13 +46,11 @@ public struct CoreConfig: Sendable {
   public var maxAvatarBytes = 1_024
   /// §1: `hello` within this long of the upgrade, else close 4501.
   public var helloTimeoutMs: Int64 = 10_000
-  /// §5 heartbeat values, advertised in `welcome.heartbeat`.
+  /// §5 heartbeat values, advertised in `welcome.heartbeat`. The shell pings and
+  /// times out its own sockets with them (RelayPrimitives `Heartbeats`); the core
+  /// only hears of a dead socket as `closed(clean: false)`.
   public var heartbeatIntervalMs: Int64 = 10_000
   public var heartbeatTimeoutMs: Int64 = 15_000
-  /// Cluster mode: every node's shell pings and times out its own sockets and logs
-  /// their loss, so the replicated core (fed only logged inputs) arms no heartbeat
-  /// checks of its own. The values above are still advertised.
-  public var heartbeatsInShell = false
   /// §5 grace for lost participants (normal / after `client.background true`).
   public var graceMs: Int64 = 30_000
   public var backgroundGraceMs: Int64 = 120_000

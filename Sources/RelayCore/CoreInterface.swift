@@ -47,14 +47,9 @@ public final class Payload: @unchecked Sendable {
 public enum Effect: Sendable {
   /// Send the same text message to each connection, in this order of effects.
   case send(Payload, to: [ConnectionID])
-  /// Send a WebSocket ping (heartbeat) to the connection.
-  case ping(ConnectionID)
   /// Close the connection with this WebSocket close code and reason, after
   /// flushing what was queued before it.
   case close(ConnectionID, code: UInt16, reason: String)
-  /// Drop the TCP connection at once, without a close handshake: the peer is
-  /// presumed dead (§5 heartbeat timeout). The shell still reports `closed`.
-  case drop(ConnectionID)
   /// POST this JSON body to the webhook (if one is configured), event name in
   /// `X-Relay-Event`.
   case webhook(event: String, body: Payload)

@@ -1,14 +1,11 @@
 // One structure for every timer of every connection, session and call (DESIGN.md,
-// "The hot path": idle connections cost no per-tick work). Three lanes share one
+// "The hot path": idle connections cost no per-tick work). Two lanes share one
 // scheduling counter, so together they fire in exactly (time, scheduling order):
 // - a binary min-heap keyed by monotonic ms for grace, idle and call timers;
 // - a FIFO for §1 hello timeouts: upgrade time + a fixed timeout arrive in time order,
-//   so they need no heap, and an entry is 24 bytes instead of a heap entry's 40;
-// - a bucket wheel for §5 heartbeat checks, the one timer every connection always has.
-//   Checks are rounded to a quantum (Liveness.swift), so each bucket holds one instant
-//   and is filled in scheduling order: filing is an append, firing a linear scan, with
-//   no O(log n) sift through 20 000 entries and no dictionary lookup (the entry holds
-//   the connection itself).
+//   so they need no heap, and an entry is 24 bytes instead of a heap entry's 40.
+// §5 heartbeat checks, the one timer every socket always has, are not here: they are
+// node-local, in the shell's wheel (RelayPrimitives `Heartbeats`).
 
 import RelayPrimitives
 
@@ -18,7 +15,7 @@ import RelayPrimitives
 enum DeadlineKind: Equatable {
   /// §1: `hello` not received within `helloTimeoutMs` of the upgrade.
   case hello(ConnectionID)
-  /// §5 heartbeats, grace, idle countdowns (Liveness.swift).
+  /// §5 grace, idle countdowns (Liveness.swift).
   case liveness(LivenessDeadline)
   /// §9 ring timeout and forgetting finished calls (CallsModel.swift).
   case call(CallDeadline)
@@ -34,18 +31,17 @@ struct Deadline: Equatable {
   }
 }
 
-/// Min-heap of deadlines plus the heartbeat wheel.
+/// Min-heap of deadlines plus the hello FIFO.
 struct DeadlineQueue {
   private(set) var heap: [Deadline] = []
   private var nextOrder: UInt64 = 0
-  private var wheel = HeartbeatWheel()
   private var hellos = DeadlineLane<HelloTimeout>()
 
   var isEmpty: Bool { count == 0 }
   /// Queued entries of all lanes, moot ones not yet discarded included.
-  var count: Int { heap.count + wheel.count + hellos.count }
+  var count: Int { heap.count + hellos.count }
 
-  private enum Lane { case heap, wheel, hellos }
+  private enum Lane { case heap, hellos }
 
   /// The lane holding the earliest deadline (compares keys only: no copies).
   private var firstLane: (lane: Lane, atMonoMs: Int64)? {
@@ -56,7 +52,6 @@ struct DeadlineQueue {
       best = (lane, key.atMonoMs, key.order)
     }
     consider(.heap, heap.isEmpty ? nil : (heap[0].atMonoMs, heap[0].order))
-    consider(.wheel, wheel.firstKey)
     consider(.hellos, hellos.firstKey)
     return best.map { ($0.lane, $0.atMonoMs) }
   }
@@ -66,7 +61,6 @@ struct DeadlineQueue {
     switch firstLane?.lane {
     case nil: return nil
     case .heap: return heap.first
-    case .wheel: return wheel.first
     case .hellos: return hellos.firstDeadline
     }
   }
@@ -75,7 +69,7 @@ struct DeadlineQueue {
 
   /// Every queued entry of every lane, moot ones included, in no particular order:
   /// what a snapshot filters and sorts (SnapshotEncode.swift).
-  var pending: [Deadline] { heap + wheel.pending + hellos.pendingDeadlines }
+  var pending: [Deadline] { heap + hellos.pendingDeadlines }
 
   /// The scheduling counter: the order number the next deadline gets.
   var nextOrderNumber: UInt64 { nextOrder }
@@ -89,10 +83,6 @@ struct DeadlineQueue {
       switch deadline.kind {
       case .hello(let c) where hellos.accepts(deadline.atMonoMs):
         hellos.add(HelloTimeout(order: deadline.order, connection: c), dueMs: deadline.atMonoMs)
-      case .liveness(.heartbeat(let connection, let pingDueMs)):
-        wheel.file(
-          at: deadline.atMonoMs,
-          HeartbeatWheel.Entry(connection: connection, order: deadline.order, pingDueMs: pingDueMs))
       default:
         heap.append(deadline)
         siftUp(heap.count - 1)
@@ -115,13 +105,6 @@ struct DeadlineQueue {
     nextOrder += 1
   }
 
-  /// Files the §5 heartbeat check of `connection` at `monoMs`, which must be a
-  /// multiple of one fixed quantum (the wheel's buckets are instants).
-  mutating func scheduleHeartbeat(at monoMs: Int64, _ connection: Connection, pingDueMs: Int64) {
-    wheel.file(at: monoMs, HeartbeatWheel.Entry(connection: connection, order: nextOrder, pingDueMs: pingDueMs))
-    nextOrder += 1
-  }
-
   /// Removes and returns the earliest deadline if it is due at `nowMonoMs`.
   mutating func popDue(_ nowMonoMs: Int64) -> Deadline? {
     guard let (_, at) = firstLane, at <= nowMonoMs else { return nil }
@@ -132,7 +115,6 @@ struct DeadlineQueue {
   mutating func popFirst() -> Deadline? {
     switch firstLane?.lane {
     case nil: return nil
-    case .wheel: return wheel.popFirst()
     case .hellos: return hellos.popFirstDeadline()
     case .heap:
       heap.swapAt(0, heap.count - 1)
@@ -178,100 +160,6 @@ struct DeadlineQueue {
       heap.swapAt(parent, best)
       parent = best
     }
-  }
-}
-
-/// Heartbeat checks by instant. Buckets are kept sorted by time; a new check almost
-/// always lands in the last bucket (now + interval), so filing is an append, and a
-/// bucket's entries are in scheduling order because they are appended in it.
-struct HeartbeatWheel {
-  struct Entry {
-    let connection: Connection
-    let order: UInt64
-    let pingDueMs: Int64
-  }
-
-  struct Bucket {
-    let atMonoMs: Int64
-    var entries: [Entry]
-    /// Entries before this index have fired.
-    var next = 0
-  }
-
-  /// Live buckets, in ascending time.
-  private var buckets = FIFOQueue<Bucket>()
-  /// An emptied bucket's storage, reused by the next new bucket: one bucket empties
-  /// per quantum and about as many checks are filed again.
-  private var spare: [Entry] = []
-  private(set) var count = 0
-
-  var firstKey: (atMonoMs: Int64, order: UInt64)? {
-    guard !buckets.isEmpty else { return nil }
-    return (buckets[0].atMonoMs, buckets[0].entries[buckets[0].next].order)
-  }
-
-  var first: Deadline? {
-    guard !buckets.isEmpty else { return nil }
-    let entry = buckets[0].entries[buckets[0].next]
-    return Deadline(
-      atMonoMs: buckets[0].atMonoMs, order: entry.order,
-      kind: .liveness(.heartbeat(entry.connection, pingDueMs: entry.pingDueMs)))
-  }
-
-  /// The checks not yet fired, as deadlines (for snapshots).
-  var pending: [Deadline] {
-    var all: [Deadline] = []
-    for bucket in buckets.elements {
-      for entry in bucket.entries[bucket.next...] {
-        all.append(
-          Deadline(
-            atMonoMs: bucket.atMonoMs, order: entry.order,
-            kind: .liveness(.heartbeat(entry.connection, pingDueMs: entry.pingDueMs))))
-      }
-    }
-    return all
-  }
-
-  mutating func file(at monoMs: Int64, _ entry: Entry) {
-    count += 1
-    let last = buckets.count - 1
-    if last >= 0, buckets[last].atMonoMs >= monoMs {
-      // Not later than the last bucket: find it or its place (binary search).
-      var low = 0
-      var high = last
-      while low < high {
-        let mid = (low + high) / 2
-        if buckets[mid].atMonoMs < monoMs { low = mid + 1 } else { high = mid }
-      }
-      if buckets[low].atMonoMs == monoMs {
-        buckets[low].entries.append(entry)
-      } else {
-        buckets.insert(newBucket(monoMs, entry), at: low)
-      }
-      return
-    }
-    buckets.append(newBucket(monoMs, entry))
-  }
-
-  private mutating func newBucket(_ monoMs: Int64, _ entry: Entry) -> Bucket {
-    var entries: [Entry] = []
-    swap(&entries, &spare)
-    entries.append(entry)
-    return Bucket(atMonoMs: monoMs, entries: entries)
-  }
-
-  /// Removes and returns the earliest check.
-  mutating func popFirst() -> Deadline {
-    let deadline = first!
-    count -= 1
-    buckets[0].next += 1
-    guard buckets[0].next == buckets[0].entries.count else { return deadline }
-    var emptied: [Entry] = []
-    swap(&emptied, &buckets[0].entries)
-    emptied.removeAll(keepingCapacity: true)
-    if emptied.capacity > spare.capacity { spare = emptied }
-    buckets.popFirst()
-    return deadline
   }
 }
 

@@ -1,17 +1,14 @@
-// §5 heartbeats and connection status: server pings, the heartbeat timeout, lost
-// participants, grace and its expiry. Every timer goes through the core's one
-// DeadlineQueue (DESIGN.md, "The hot path"): a connection has exactly one heartbeat
-// check outstanding (in the queue's heartbeat wheel), and an inbound frame only stores
-// its time (O(1)) — the check re-arms itself from `lastInboundMonoMs` when it fires.
+// §5 connection status: lost participants, grace and its expiry, idle countdowns.
+// Every timer goes through the core's one DeadlineQueue (DESIGN.md, "The hot path").
+// Heartbeats are not here: a socket's liveness is node-local, so the shell pings and
+// times out its own sockets (RelayPrimitives `Heartbeats`) in every mode, and a dead
+// socket reaches the core as the ordinary `closed(clean: false)` input — the same
+// input standalone, with a data dir and clustered.
 import RelayProtocol
 
 /// The deadlines of §5 and §8, carried by the single `DeadlineKind.liveness` case so
 /// the shared enum grows by one line.
 enum LivenessDeadline: Equatable {
-  /// Heartbeat check of one connection; `pingDueMs` is when its next ping is due. It
-  /// holds the connection itself, so a check costs no lookup; a connection that is
-  /// closed or closing no longer wants it.
-  case heartbeat(Connection, pingDueMs: Int64)
   /// The grace of a lost connection (its `LostRecord`) is over.
   case grace(record: UInt64)
   /// §5 idle countdown of a session: warning, then end. The generation names one
@@ -22,7 +19,6 @@ enum LivenessDeadline: Equatable {
 
   static func == (a: LivenessDeadline, b: LivenessDeadline) -> Bool {
     switch (a, b) {
-    case (.heartbeat(let x, let p), .heartbeat(let y, let q)): return x === y && p == q
     case (.grace(let x), .grace(let y)): return x == y
     case (.idleWarning(let x), .idleWarning(let y)): return x == y
     case (.idleEnd(let x), .idleEnd(let y)): return x == y
@@ -71,64 +67,6 @@ struct LivenessState {
 }
 
 extension RelayCore {
-  // MARK: Heartbeats (§5)
-
-  /// Arms the first heartbeat check of a freshly upgraded connection. Pings start at
-  /// the upgrade: a connection waiting for `hello` is also a socket that may die.
-  func startHeartbeat(_ connection: Connection, at: Instant) {
-    guard !config.heartbeatsInShell, config.heartbeatIntervalMs > 0 || config.heartbeatTimeoutMs > 0 else { return }
-    scheduleHeartbeat(connection, lastInboundMs: at.monoMs, pingDueMs: at.monoMs + config.heartbeatIntervalMs)
-  }
-
-  /// The next check is the earlier of "ping due" and "timeout due"; a value ≤ 0
-  /// disables that half. Checks are rounded up to a coarse quantum so that all the
-  /// connections due in one quantum are pinged in one timer firing and one loop turn:
-  /// 20 000 idle connections then cost tens of wake-ups per interval, not thousands,
-  /// and their pongs arrive batched (uWebSockets times idle sockets the same way).
-  private func scheduleHeartbeat(_ connection: Connection, lastInboundMs: Int64, pingDueMs: Int64) {
-    var next = Int64.max
-    if config.heartbeatIntervalMs > 0 { next = pingDueMs }
-    if config.heartbeatTimeoutMs > 0 { next = min(next, lastInboundMs + config.heartbeatTimeoutMs) }
-    let quantum = heartbeatQuantumMs
-    if next < Int64.max - quantum { next = (next + quantum - 1) / quantum * quantum }
-    deadlines.scheduleHeartbeat(at: next, connection, pingDueMs: pingDueMs)
-  }
-
-  /// A tenth of the shorter heartbeat setting, at most 1 000 ms: pings go out at most
-  /// that late, and a silent connection is lost at most that long after its timeout.
-  static func heartbeatQuantum(_ config: CoreConfig) -> Int64 {
-    let settings = [config.heartbeatIntervalMs, config.heartbeatTimeoutMs].filter { $0 > 0 }
-    guard let shortest = settings.min() else { return 1 }
-    return max(1, min(1_000, shortest / 10))
-  }
-
-  /// A heartbeat check fired: lost if silent for `heartbeatTimeoutMs`, else ping if
-  /// due, then re-arm from the latest inbound time (frames in between cost nothing).
-  func heartbeatDue(_ connection: Connection, pingDueMs: Int64, at: Instant) {
-    guard connection.phase != .closing else { return }
-    let now = at.monoMs
-    if config.heartbeatTimeoutMs > 0, now - connection.lastInboundMonoMs >= config.heartbeatTimeoutMs {
-      heartbeatTimedOut(connection, at: at)
-      return
-    }
-    var pingDue = pingDueMs
-    if config.heartbeatIntervalMs > 0, now >= pingDue {
-      effects.append(.ping(connection.id))
-      pingDue = now + config.heartbeatIntervalMs
-    }
-    scheduleHeartbeat(connection, lastInboundMs: connection.lastInboundMonoMs, pingDueMs: pingDue)
-  }
-
-  /// §5: no inbound frame for the timeout → lost (not left). The socket is presumed
-  /// dead, so the shell drops it without a close handshake (`.drop`): waiting for a
-  /// close reply from a dead peer would only hold its buffers for the close timeout.
-  func heartbeatTimedOut(_ connection: Connection, at: Instant) {
-    if connection.phase == .ready { markLost(connection, at: at) }
-    connection.phase = .closing
-    pushDeviceMayBeAsleep(connection, at: at)
-    effects.append(.drop(connection.id))
-  }
-
   // MARK: Lost and grace (§5)
 
   /// The connection is lost: in each of its sessions the participant stays with
@@ -166,7 +104,6 @@ extension RelayCore {
     guard let record = liveness.records.removeValue(forKey: recordId) else { return }
     if liveness.recordByToken[record.token] == recordId {
       liveness.recordByToken[record.token] = nil
-      // Its connection may not be `closed` yet (a heartbeat drop in flight).
       tokenHolder(record.token, of: record.uid)?.tokenSpent = true
     }
     for id in record.sessions {
@@ -202,9 +139,6 @@ extension RelayCore {
 
   func isLivenessWanted(_ deadline: LivenessDeadline) -> Bool {
     switch deadline {
-    case .heartbeat(let connection, _):
-      // `closed` leaves a connection `.closing` too.
-      return connection.phase != .closing
     case .grace(let record):
       return liveness.records[record] != nil
     case .idleWarning(let generation), .idleEnd(let generation):
@@ -214,7 +148,6 @@ extension RelayCore {
 
   func fireLiveness(_ deadline: LivenessDeadline, at: Instant) {
     switch deadline {
-    case .heartbeat(let connection, let pingDueMs): heartbeatDue(connection, pingDueMs: pingDueMs, at: at)
     case .grace(let record): graceOver(record, at: at)
     case .idleWarning(let generation):
       if let id = liveness.idleSession[generation] { idleWarningDue(id, at: at) }

@@ -1,7 +1,8 @@
 // Which device gets which push, and when (PROTOCOL.md §9a):
 // - A device is awake while a connection naming it (`hello.device`) is ready — open,
-//   not lost (a silent one is declared lost at the heartbeat timeout, Liveness.swift;
-//   clustered, the shell declares it) — and not backgrounded (`client.background`).
+//   not lost (a silent socket is dropped by the shell's heartbeats at the timeout and
+//   reaches the core as `closed(clean: false)`, as an abrupt close does) — and not
+//   backgrounded (`client.background`).
 // - When a call starts ringing a callee, each registered device of the callee that
 //   is not awake gets one ring push; `call.ringing`/`call.offline.pushed` count them.
 // - While the call still rings the callee, a device that stops being awake (goes to

@@ -8,7 +8,8 @@
 //   connection gets `not_in_session`, whether the session exists or not.
 // - Endings: a clean close, and every close the core itself requests (4501, 4029),
 //   leaves each session at once (`hand.lowered {left}` if up, `participant.left
-//   {left}`). An unclean end (or a heartbeat timeout) goes through `connectionLost`:
+//   {left}`). An unclean end (a socket gone without a close handshake, or one the
+//   shell's heartbeats found silent and dropped) goes through `markLost`:
 //   participants stay `lost` for grace (§5, Liveness.swift).
 // - An emptied session is dropped; a session created by `createSession` lives until
 //   it has been joined and emptied.
@@ -20,8 +21,6 @@ import RelayPrimitives
 /// The relay core. Not thread-safe: the shell calls it from its one loop thread.
 public final class RelayCore {
   public let config: CoreConfig
-  /// §5 heartbeat checks are rounded up to multiples of this (Liveness.swift).
-  public let heartbeatQuantumMs: Int64
   let ids: any IdentifierSource
   let verifyToken: (String, Int64) -> Identity?
   let decoderLimits = DecoderLimits()
@@ -60,7 +59,6 @@ public final class RelayCore {
     verifyToken: @escaping (String, Int64) -> Identity?
   ) {
     self.config = config
-    heartbeatQuantumMs = Self.heartbeatQuantum(config)
     replayBudget = ReplayBudget(maxBytes: config.replayBudgetBytes)
     self.ids = ids
     self.verifyToken = verifyToken
@@ -75,10 +73,9 @@ public final class RelayCore {
     connections[c] = connection
     counters.connections += 1
     deadlines.scheduleHello(at: at.monoMs + config.helloTimeoutMs, c)
-    startHeartbeat(connection, at: at)
   }
 
-  /// One complete inbound text message. Also proves liveness (§5).
+  /// One complete inbound text message.
   public func receive(_ c: ConnectionID, text: [UInt8], at: Instant) {
     text.withUnsafeBytes { receive(c, text: $0, at: at) }
   }
@@ -97,11 +94,6 @@ public final class RelayCore {
     }
   }
 
-  /// Any other inbound frame (ping, pong, close) proves liveness (§5).
-  public func alive(_ c: ConnectionID, at: Instant) {
-    connections[c]?.lastInboundMonoMs = at.monoMs
-  }
-
   /// The transport is gone. Called exactly once per opened connection, also after the
   /// core itself asked for `.close`. `clean`: a close handshake happened.
   public func closed(_ c: ConnectionID, clean: Bool, at: Instant) {
@@ -117,14 +109,14 @@ public final class RelayCore {
     }
     callsConnectionClosed(connection, clean: clean, at: at)
     pushDeviceMayBeAsleep(connection, at: at)
-    // Its heartbeat check still refers to it (lazy cancellation): gone reads as closing.
+    // Whatever still holds it (a call's ringing list, a pending diff) reads it as gone.
     connection.phase = .closing
   }
 
   /// Fires the deadlines due at `at.monoMs`, oldest first, but at most
   /// `maxDeadlinesPerTick` of them and only while the events they caused reached
-  /// fewer than `maxTickDeliveries` recipients: a mass expiry (heartbeat deaths,
-  /// grace ends, ring timeouts of thousands) is spread over several calls so that
+  /// fewer than `maxTickDeliveries` recipients: a mass expiry (grace ends, idle
+  /// ends, ring timeouts of thousands) is spread over several calls so that
   /// no loop turn has to carry all of it. The rest stay due, so `nextDeadline` is
   /// already past and the shell calls again on its next turn. Counted, never timed:
   /// replicas applying the same log fire the same deadlines in the same calls.

@@ -218,10 +218,9 @@ extension SnapshotReader {
     let kind: DeadlineKind
     switch try r.u8() {
     case 0: kind = .hello(try connectionID())
-    case 1:
-      let id = try connectionID()
-      guard let c = core.connections[id] else { throw r.error("heartbeat of unknown \(id)") }
-      kind = .liveness(.heartbeat(c, pingDueMs: try time()))
+    // Kind 1 was a §5 heartbeat check. Heartbeats are node-local (the shell's), and a
+    // replicated core never armed one, so no stored snapshot holds it: refused.
+    case 1: throw r.error("heartbeat deadline in a snapshot (heartbeats are node-local)")
     case 2: kind = .liveness(.grace(record: try r.u64()))
     case 3: kind = .liveness(.idleWarning(generation: try r.u64()))
     case 4: kind = .liveness(.idleEnd(generation: try r.u64()))

@@ -369,10 +369,6 @@ extension SnapshotWriter {
     case .hello(let c):
       out.u8(0)
       out.u64(c.raw)
-    case .liveness(.heartbeat(let c, let pingDueMs)):
-      out.u8(1)
-      out.u64(c.id.raw)
-      out.i64(pingDueMs)
     case .liveness(.grace(let record)):
       out.u8(2)
       out.u64(record)

@@ -265,8 +265,8 @@ enum ConnectionPhase {
   case awaitingHello
   /// `welcome` sent.
   case ready
-  /// The core asked the shell to close it, or the shell reported it closed (its
-  /// heartbeat check may still hold it); further input is ignored.
+  /// The core asked the shell to close it, or the shell reported it closed;
+  /// further input is ignored.
   case closing
 }
 
@@ -278,7 +278,11 @@ final class Connection {
   /// Sessions this connection is the member for, in join order (§7a: membership is
   /// per connection).
   var sessions = SmallList<String>()
-  /// §5 liveness: monotonic ms of the last inbound frame.
+  /// Monotonic ms of its upgrade or last text message. Nothing in the core reads it
+  /// (heartbeats are the shell's, RelayPrimitives `Heartbeats`); it is a field of the
+  /// rules-3 snapshot format, kept so snapshots stay byte-identical across binaries of
+  /// one rules version (SnapshotEncode.swift).
+  // TODO(Sources/RelayCore/SnapshotEncode.swift): drop it with the next rules version.
   var lastInboundMonoMs: Int64
   var phase = ConnectionPhase.awaitingHello
   /// §8: the resume token (`profile.token`) was used by a resume, or its lost state's

@@ -3,7 +3,7 @@ import RelayCluster
 import RelayCore
 
 /// The relay's one input path (DESIGN.md, "Layers"): every input of the core — a
-/// socket opened, a text message, liveness, a socket closed, an HTTP action — goes
+/// socket opened, a text message, a socket closed, an HTTP action — goes
 /// through an input log. Standalone, `LocalLog` applies each at once, with no extra
 /// cost; clustered, `ClusterNode` appends it to the shared log and every node's
 /// replica applies it when it reads it back (docs/cluster.md). The shell never asks
@@ -22,8 +22,6 @@ protocol InputLog: AnyObject {
   func connectionID(local: UInt64) -> ConnectionID
   func open(_ conn: ServerConnection)
   func text(_ conn: ServerConnection, _ payload: [UInt8])
-  /// Any other inbound frame (§8 liveness).
-  func alive(_ conn: ServerConnection)
   /// `clean`: the socket ended after a closing handshake.
   func closed(_ conn: ServerConnection, clean: Bool)
   /// `conn` waits for the answer; nil for an input nobody waits for (a provider's
@@ -50,11 +48,6 @@ final class LocalLog: InputLog {
 
   func text(_ conn: ServerConnection, _ payload: [UInt8]) {
     payload.withUnsafeBytes { server.inputText(conn.id, borrowed: $0) }
-    server.applyEffects()
-  }
-
-  func alive(_ conn: ServerConnection) {
-    server.core.alive(conn.id, at: server.now)
     server.applyEffects()
   }
 

@@ -169,7 +169,6 @@ extension RelayServer {
     failPendingAdmin()
     var coreConfig = config.core
     coreConfig.sessionWebhooks = config.webhookURL != nil
-    coreConfig.heartbeatsInShell = true
     let ids = LogIdentifiers(seed: seed) { Crypto.hmacSHA256(key: $0, message: $1) }
     var replicaConfig = ReplicaConfig(
       nodeTimeoutMs: config.cluster?.nodeTimeoutMs ?? 5_000, limits: LogLimits(maxTextBytes: config.maxMessageBytes))
@@ -215,27 +214,6 @@ extension RelayServer {
     pendingAdmin = [:]
     for (_, conn) in waiting {
       respondError(conn, 503, ErrorCode.unavailable.rawValue, unavailableMessage)
-    }
-  }
-
-  // MARK: Heartbeats in the shell
-
-  /// Clustered, each node pings and times out its own sockets (§5) and logs their
-  /// loss; the replicated core sees only logged inputs.
-  func clusterHeartbeats() {
-    guard replica != nil else { return }
-    let nowMs = loop.nowMs
-    let interval = UInt64(max(0, config.core.heartbeatIntervalMs))
-    let timeout = UInt64(max(0, config.core.heartbeatTimeoutMs))
-    let pingNow = interval > 0 && nowMs >= lastClusterPingMs + interval
-    if pingNow { lastClusterPingMs = nowMs }
-    for conn in connections.values where conn.isWebSocket {
-      guard let last = clusterLastInbound[conn.id.raw] else { continue }
-      if timeout > 0, nowMs > last + timeout {
-        conn.drop()
-      } else if pingNow {
-        sendPing(conn)
-      }
     }
   }
 }

@@ -34,10 +34,12 @@ public final class RelayServer {
     return LocalLog(server: self)
   }
   var replica: Replica?
-  /// Cluster mode: each socket's last inbound frame (loop ms), for the shell's
-  /// heartbeats (§5), and the admin requests waiting for their log entry.
-  var clusterLastInbound: [UInt64: UInt64] = [:]
-  var lastClusterPingMs: UInt64 = 0
+  /// §5 pings and timeouts of this process's relay sockets, in every mode
+  /// (RelayServer+Heartbeats.swift), and the one timer that fires them.
+  var heartbeats: Heartbeats
+  var heartbeatTimer: EventLoop.Timer?
+  var armedHeartbeatMs: Int64?
+  /// Cluster mode: the admin requests waiting for their log entry.
   var pendingAdmin: [UInt64: ServerConnection] = [:]
   /// `Effect.push` jobs this node performed (`relay_push_jobs_total`).
   var pushJobsPerformed: UInt64 = 0
@@ -87,6 +89,7 @@ public final class RelayServer {
     coreConfig.sessionWebhooks = config.webhookURL != nil
     self.verifyToken = verifyToken
     self.core = RelayCore(config: coreConfig, ids: CryptoIdentifiers(), verifyToken: verifyToken)
+    heartbeats = Self.makeHeartbeats(config.core)
     let turnHistogram = metrics.loopTurn
     loop.onTurn = { turnHistogram.recordNanoseconds(Int64(clamping: $0)) }
     loop.flushBudgetNs = UInt64(max(0, config.turnWriteBudgetMs)) * 1_000_000
@@ -254,7 +257,9 @@ public final class RelayServer {
   func webSocketOpened(_ conn: ServerConnection, _ endpoint: Endpoint) {
     websocketCount += 1
     metrics.websocketsOpen.record(websocketCount)
-    if endpoint == .relay { inputs.open(conn) }
+    guard endpoint == .relay else { return }
+    heartbeatOpened(conn)
+    inputs.open(conn)
   }
 
   /// A WebSocket left the open ones (closing handshake done, slow consumer, dead
@@ -277,6 +282,7 @@ public final class RelayServer {
     guard connections.removeValue(forKey: conn.id) != nil else { return }
     if wasCounted { webSocketLeft(conn) }
     metrics.connectionsOpen.record(connections.count)
+    heartbeats.closed(conn.heartbeat)
     if let coreClean { inputs.closed(conn, clean: coreClean) }
     if draining, stopped, connections.isEmpty {
       sweepTimer?.close()
@@ -332,12 +338,8 @@ public final class RelayServer {
       switch effect {
       case .send(let payload, let to):
         deliver(payload, to: to)
-      case .ping(let id):
-        if let conn = connections[id] { sendPing(conn) }
       case .close(let id, let code, let reason):
         connections[id]?.close(code: code, reason: reason)
-      case .drop(let id):
-        connections[id]?.drop()  // protocol/ §5 heartbeat timeout
       case .webhook(let event, let body):
         if ownsSideEffects { webhook(event: event, body: body) }
       case .push(let job):
@@ -431,7 +433,6 @@ public final class RelayServer {
     }
     outboundSweep(nowMs: nowMs)
     if draining, nowMs - drainStartedMs >= config.drainTimeoutMs { finishDrain(force: true) }
-    clusterHeartbeats()
   }
 
   /// Contract §12: readiness and new upgrades answer 503, every WebSocket is closed
@@ -463,6 +464,7 @@ public final class RelayServer {
       listenFallback = nil
       coreTimer?.close()
       coreTimer = nil
+      stopHeartbeats()
       closeDeferredReads()
       webhookClient?.close()  // contract §11: a pending webhook never holds the exit
       pushService?.close()  // nor a pending push

@@ -8,8 +8,9 @@ import RelayPrimitives
 /// becomes a `LogInput` of this process's node number and takes effect when a
 /// `Replica` applies its record. The cluster appends records to Redis
 /// (ClusterNode+Append.swift), the durable single node to its data dir (DiskLog.swift);
-/// what an input is as a record is written once, here. Sockets' liveness stays with
-/// the shell's heartbeats (RelayServer+Cluster.swift), so pongs are not logged.
+/// what an input is as a record is written once, here. Sockets' liveness is
+/// node-local (RelayServer+Heartbeats.swift): pongs are not logged, and a silent
+/// socket is logged as what it becomes, a `closed` socket.
 protocol ReplicatedInputs: InputLog {
   var server: RelayServer { get }
   /// This process's node number in the log (0 while it has none).
@@ -31,26 +32,19 @@ extension ReplicatedInputs {
   // gives the object a side table, and every later retain and release of it (many
   // per message) takes the slow path. The server outlives its input log: unowned.
   func open(_ conn: ServerConnection) {
-    server.clusterLastInbound[conn.id.raw] = server.loop.nowMs
     append(.open(connection: conn.id.raw)) { [unowned server = self.server, id = conn.id] in
       server.connections[id]?.close(code: CloseCode.serviceRestart, reason: server.stateUnavailable)
     }
   }
 
   func text(_ conn: ServerConnection, _ payload: [UInt8]) {
-    server.clusterLastInbound[conn.id.raw] = server.loop.nowMs
     append(.text(connection: conn.id.raw, payload)) { [unowned server = self.server, id = conn.id] in
       guard let conn = server.connections[id] else { return }
       server.answerUnavailable(conn, payload)
     }
   }
 
-  func alive(_ conn: ServerConnection) {
-    server.clusterLastInbound[conn.id.raw] = server.loop.nowMs
-  }
-
   func closed(_ conn: ServerConnection, clean: Bool) {
-    server.clusterLastInbound[conn.id.raw] = nil
     // §13: a drained node's clients resume elsewhere (or, single, after the restart),
     // so their participants are held (lost), not gone. A socket of an earlier node
     // number is already closed on every replica.

@@ -70,6 +70,8 @@ final class ServerConnection: TCPConnectionDelegate {
   /// Its last read cost the loop more than `RelayServer.heavyReadNs` (a join into a
   /// big room, a fan-out): its next kept read waits in the heavy lane (ReadLanes).
   var readsHeavy = false
+  /// Its place in the server's §5 heartbeats (`.none` until a relay upgrade).
+  var heartbeat = Heartbeats.Slot.none
   private(set) var state: ConnectionState
   /// The WebSocket codec, used in the WebSocket states. Held inline and mutated in
   /// place: moving it in and out of `state` copied it on every read.
@@ -153,12 +155,17 @@ final class ServerConnection: TCPConnectionDelegate {
   /// heartbeat, decides about it.
   func connectionDidDrain(_ connection: TCPConnection) {
     guard case .open(.relay) = state else { return }
-    server.inputs.alive(self)
+    server.heartbeats.inbound(heartbeat, nowMs: Int64(server.loop.nowMs))
   }
 
   /// Bytes from the transport: ciphertext when TLS is on, else plaintext. Past the
   /// turn's read budget they wait for a later turn (RelayServer+Turns.swift).
+  ///
+  /// §5: whatever a relay socket reads proves its peer alive, a store per read
+  /// rather than per frame; a read kept for a later turn counts when it arrives, so
+  /// backpressure does not make a live client look silent.
   func didRead(_ bytes: UnsafeMutableRawBufferPointer) {
+    server.heartbeats.inbound(heartbeat, nowMs: Int64(server.loop.nowMs))
     if server.shouldDeferRead() { return server.readDeferred(self, bytes) }
     handleMeasuredRead(bytes)
   }
@@ -352,7 +359,7 @@ final class ServerConnection: TCPConnectionDelegate {
         close(code: CloseCode.unsupportedData, reason: "binary messages are not accepted")
       }
     case .ping, .pong:
-      if endpoint == .relay, isWebSocket { server.inputs.alive(self) }
+      break  // liveness was noted when the read arrived (didRead)
     case .closed(let code, _, let byPeer):
       // RFC 6455 §7.1.1: the closing handshake is done and the server closes TCP
       // first, after the close reply queued above. A page unloading is not a leave

@@ -77,9 +77,7 @@ private func fingerprint(_ applied: Applied) -> String {
   for e in applied.effects {
     switch e {
     case .send(let p, let to): s += "|s\(to.map(\.raw)):" + String(decoding: p.bytes, as: UTF8.self)
-    case .ping(let c): s += "|p\(c.raw)"
     case .close(let c, let code, _): s += "|c\(c.raw):\(code)"
-    case .drop(let c): s += "|x\(c.raw)"
     case .webhook(let ev, let body): s += "|w\(ev):" + String(decoding: body.bytes, as: UTF8.self)
     case .push(let job): s += "|u\(job)"
     }
@@ -103,7 +101,6 @@ private struct World {
   init(seed: UInt64) {
     rng = SeededRandom(seed: seed)
     var c = CoreConfig(devMode: true, serverVersion: "sim")
-    c.heartbeatsInShell = true
     c.graceMs = 3_000
     c.idleTimeoutMs = 20_000
     c.ringTimeoutMs = 4_000
@@ -249,8 +246,7 @@ private struct World {
 
   /// A replica with the three joins of `World` applied, numbers 1…3.
   private func joined(timeoutMs: Int64 = 1_000) -> (Replica, Int64) {
-    var config = CoreConfig(devMode: true, serverVersion: "t")
-    config.heartbeatsInShell = true
+    let config = CoreConfig(devMode: true, serverVersion: "t")
     let r = makeReplica(seed: [1], config: config, timeoutMs: timeoutMs)
     r.localNode = 1
     let t: Int64 = 1_800_000_000_000
@@ -403,8 +399,7 @@ private struct World {
       if let d = r.apply(record(p, at: t + Int64(p), node: 1, [.beat])).snapshotDue { due.append(d) }
     }
     #expect(due == [50, 100])
-    var config = CoreConfig(devMode: true, serverVersion: "t")
-    config.heartbeatsInShell = true
+    let config = CoreConfig(devMode: true, serverVersion: "t")
     let bytes = r.snapshot()
     let back = try restoreReplica(bytes, seed: [1], config: config, timeoutMs: 1_000)
     #expect(back.snapshot() == bytes)

@@ -1,5 +1,5 @@
 // The compact structures behind the core's memory per member and its
-// heartbeat wheel, each against a plain model: resume tokens packed losslessly, the
+// deadline queue, each against a plain model: resume tokens packed losslessly, the
 // reference table as map and as order-keeping multimap, the inline small list, and the
 // two deadline lanes firing in one (time, scheduling order) sequence.
 import RelayProtocol
@@ -129,14 +129,13 @@ enum KeyedByKey: TableKeying {
   @Test func allLanesFireInTimeThenSchedulingOrder() {
     var queue = DeadlineQueue()
     var rng = SeededRandom(seed: 3)
-    let at = Instant(monoMs: 0, wallMs: 0)
     var expected: [(Int64, Int)] = []  // (time, scheduling index)
     var helloTime: Int64 = 0
     for i in 0..<3_000 {
-      let time = Int64(rng.below(20)) * 100  // quantum-aligned, many ties
+      let time = Int64(rng.below(20)) * 100  // many ties
       switch rng.below(3) {
       case 0:
-        queue.scheduleHeartbeat(at: time, Connection(id: ConnectionID(UInt64(i)), at: at), pingDueMs: Int64(i))
+        queue.schedule(at: time, .liveness(.grace(record: UInt64(i))))
         expected.append((time, i))
       case 1:
         queue.schedule(at: time, .hello(ConnectionID(UInt64(i))))
@@ -154,17 +153,15 @@ enum KeyedByKey: TableKeying {
     while let d = queue.popDue(1_000) {
       switch d.kind {
       case .hello(let c): fired.append((d.atMonoMs, Int(c.raw)))
-      case .liveness(.heartbeat(let connection, let pingDueMs)):
-        #expect(Int64(connection.id.raw) == pingDueMs)
-        fired.append((d.atMonoMs, Int(connection.id.raw)))
+      case .liveness(.grace(let record)): fired.append((d.atMonoMs, Int(record)))
       default: Issue.record("unexpected \(d.kind)")
       }
     }
     let due = expected.filter { $0.0 <= 1_000 }
     #expect(fired.map(\.0) == due.map(\.0))
     #expect(fired.map(\.1) == due.map(\.1))
-    // Filing into a time before the last bucket still lands in order.
-    queue.scheduleHeartbeat(at: 1_050, Connection(id: ConnectionID(9_999), at: at), pingDueMs: 9_999)
+    // A hello earlier than the FIFO's last one goes to the heap and still lands in order.
+    queue.scheduleHello(at: 1_050, ConnectionID(9_999))
     let later = expected.map(\.0).filter { $0 > 1_000 }
     #expect(queue.first?.atMonoMs == min(1_050, later.min() ?? 1_050))
     #expect(queue.count == 3_000 - due.count + 1)

@@ -1,4 +1,6 @@
-// §5 heartbeats and connection status, with injected time.
+// §5 heartbeats and connection status, with injected time: the shell's heartbeats
+// (the harness runs RelayPrimitives `Heartbeats` as the server does) and the core's
+// lost, grace and resume.
 import RelayProtocol
 import Testing
 
@@ -36,7 +38,7 @@ extension Harness {
     while elapsed < ms {
       advance(min(step, ms - elapsed))
       elapsed += step
-      for n in alive { core.alive(ConnectionID(n), at: now) }
+      for n in alive { self.alive(n) }
       lines += out()
     }
     return lines
@@ -84,14 +86,26 @@ extension Harness {
     #expect(h.statuses() == ["a:connected", "b:connected"])
   }
 
-  @Test func oneHeartbeatDeadlinePerConnectionWhateverTheTraffic() {
+  @Test func oneHeartbeatCheckPerConnectionWhateverTheTraffic() {
     let h = Harness.pair()
-    let before = h.core.debugDeadlineCount
+    let before = (h.core.debugDeadlineCount, h.heartbeats.pendingChecks)
     for _ in 0..<1_000 {
       h.now.monoMs += 1
-      h.core.alive(ConnectionID(2), at: h.now)
+      h.alive(2)
     }
-    #expect(h.core.debugDeadlineCount == before)  // a frame costs no heap work
+    // A frame costs the shell a store and the core nothing: no check filed, no deadline.
+    #expect(h.core.debugDeadlineCount == before.0)
+    #expect(h.heartbeats.pendingChecks == before.1)
+  }
+
+  /// The core arms no §5 timer of its own: with both heartbeat settings on, a silent
+  /// connection is never lost unless the shell reports it closed.
+  @Test func theCoreHasNoHeartbeatsOfItsOwn() {
+    let h = Harness.pair()
+    h.now.monoMs += 60_000
+    while let next = h.core.nextDeadline, next <= h.now.monoMs { h.core.tick(at: h.now) }
+    #expect(h.core.takeEffects().isEmpty)
+    #expect(h.statuses() == ["a:connected", "b:connected"])
   }
 
   @Test func uncleanCloseIsLostThenTimedOutAfterGrace() {

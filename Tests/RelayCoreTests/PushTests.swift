@@ -225,8 +225,8 @@ func endedPush(_ kind: String, _ device: String, _ call: String, _ reason: Strin
     let (call, _) = t.call()
     var got: [String] = []
     for _ in 0..<5 {
-      t.h.core.alive(ConnectionID(1), at: t.h.now)
-      t.h.core.alive(ConnectionID(3), at: t.h.now)
+      t.h.alive(1)
+      t.h.alive(3)
       t.h.advance(1_000)
       got += pushes(t.h.out())
     }

@@ -36,6 +36,7 @@ extension SimWorld {
     let client = SimClient(c: c, uid: uid)
     clients.append(client)
     byConnection[c.raw] = client
+    slots[c.raw] = heartbeats.opened(c.raw, nowMs: now.monoMs)
     core.open(c, at: now)
     settle()
     if rng.chance(10) { return action = "open \(c) \(uid) (no hello yet)" }
@@ -119,7 +120,7 @@ extension SimWorld {
     }
     for client in clients where client.open && client.silent {
       // Checks run on a coarse quantum (batching pings), so allow one quantum late.
-      if now.monoMs > client.silentSinceMs + config.heartbeatTimeoutMs + core.heartbeatQuantumMs {
+      if now.monoMs > client.silentSinceMs + config.heartbeatTimeoutMs + heartbeats.quantumMs {
         fail("\(client.c) silent since \(client.silentSinceMs) but not dropped")
       }
     }

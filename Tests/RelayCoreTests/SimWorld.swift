@@ -1,5 +1,7 @@
 // The deterministic world of SimulationTests: one core, a virtual clock, simulated
-// clients and a shell that applies effects at once. Every step is one random action;
+// clients and a shell that applies effects at once and runs §5 heartbeats as the real
+// shell does (RelayPrimitives `Heartbeats`: pings, and a silent socket dropped and
+// reported `closed(clean: false)`). Every step is one random action;
 // invariants are checked after each (see `check`).
 import RelayProtocol
 
@@ -14,6 +16,9 @@ final class SimWorld {
   var rng: SeededRandom
   let config: CoreConfig
   let core: RelayCore
+  /// The shell's §5 heartbeats and each open connection's slot in them.
+  var heartbeats: Heartbeats
+  var slots: [UInt64: Heartbeats.Slot] = [:]
   var now = Instant(monoMs: 1_000, wallMs: 1_700_000_000_000)
   var clients: [SimClient] = []
   var byConnection: [UInt64: SimClient] = [:]
@@ -40,6 +45,7 @@ final class SimWorld {
     config.handRate = 1_000
     config.messageRate = 1_000
     self.config = config
+    heartbeats = Heartbeats(intervalMs: config.heartbeatIntervalMs, timeoutMs: config.heartbeatTimeoutMs)
     core = RelayCore(config: config, ids: SeededIDs(prefix: "t\(seed)-", long: seed % 2 == 1), verifyToken: { _, _ in nil })
     core.debugEventTap = { [unowned self] session, seq, payload in self.tapped(session, seq, payload) }
   }
@@ -50,33 +56,45 @@ final class SimWorld {
 
   // MARK: Driving the core
 
-  /// Applies the core's effects like the shell would, at once: deliveries, pongs from
-  /// clients that still answer, and `closed` for closes and drops. Repeats until quiet.
+  /// Applies the core's effects like the shell would, at once: deliveries, and
+  /// `closed` for closes. Repeats until quiet.
   func settle() {
     while true {
       let effects = core.takeEffects()
       if effects.isEmpty { return }
-      var pongs: [ConnectionID] = []
-      var ends: [(ConnectionID, Bool)] = []
+      var ends: [ConnectionID] = []
       for effect in effects {
         switch effect {
         case .send(let payload, let to):
           for c in to { deliver(payload, to: c) }
-        case .ping(let c):
-          if let client = byConnection[c.raw], client.open, !client.silent { pongs.append(c) }
-        case .close(let c, _, _): ends.append((c, true))
-        case .drop(let c): ends.append((c, false))
+        case .close(let c, _, _): ends.append(c)
         case .webhook, .push: break
         }
       }
-      for c in pongs { core.alive(c, at: now) }
-      for (c, clean) in ends { shellClosed(c, clean: clean) }
+      for c in ends { shellClosed(c, clean: true) }
+    }
+  }
+
+  /// The shell's heartbeat timer fired: clients that still answer pong at once; a
+  /// silent one past the timeout is dropped, which the core hears as an unclean close.
+  func heartbeatsDue() {
+    let due = heartbeats.due(nowMs: now.monoMs)
+    for raw in due.ping {
+      guard let client = byConnection[raw], client.open, !client.silent, let slot = slots[raw] else { continue }
+      heartbeats.inbound(slot, nowMs: now.monoMs)
+    }
+    // One at a time, each close's effects applied before the next, as the server
+    // applies each `closed` input's effects at once.
+    for raw in due.timedOut {
+      shellClosed(ConnectionID(raw), clean: false)
+      settle()
     }
   }
 
   func shellClosed(_ c: ConnectionID, clean: Bool) {
     guard let client = byConnection[c.raw], client.open else { return }
     if !clean && client.ready { markLost(client) }
+    if let slot = slots.removeValue(forKey: c.raw) { heartbeats.closed(slot) }
     core.closed(c, clean: clean, at: now)
     client.open = false
   }
@@ -86,11 +104,15 @@ final class SimWorld {
     client.lostGraceMs = client.background ? config.backgroundGraceMs : config.graceMs
   }
 
-  /// Moves the clock to `target`, firing `tick` at every deadline on the way.
+  /// Moves the clock to `target`, firing the core's `tick` and the shell's heartbeats
+  /// at every deadline of either on the way, earliest first.
   func advance(to target: Int64) {
-    while let next = core.nextDeadline, next <= target {
-      setTime(max(next, now.monoMs))
-      core.tick(at: now)
+    while true {
+      let core = self.core.nextDeadline ?? .max
+      let shell = heartbeats.nextDeadlineMs ?? .max
+      guard min(core, shell) <= target else { break }
+      setTime(max(min(core, shell), now.monoMs))
+      if shell <= core { heartbeatsDue() } else { self.core.tick(at: now) }
       settle()
       check()
     }
@@ -103,6 +125,7 @@ final class SimWorld {
   }
 
   func send(_ client: SimClient, _ json: String) {
+    if let slot = slots[client.c.raw] { heartbeats.inbound(slot, nowMs: now.monoMs) }
     core.receive(client.c, text: Array(json.utf8), at: now)
     settle()
   }

@@ -30,7 +30,12 @@ final class Simulation {
   var violations: [String] = []
   let sessionIds = ["s1", "s2", "s3"]
 
-  init(seed: UInt64) { rng = SeededRandom(state: seed) }
+  init(seed: UInt64) {
+    rng = SeededRandom(state: seed)
+    // §5 heartbeat timeout (nobody answers pings here): the shell drops the socket
+    // and reports it unclean; the client is gone from then on.
+    h.onDrop = { [unowned self] c in self.clients[c.raw]?.closed = true }
+  }
 
   func run(steps: Int) {
     for _ in 0..<steps {
@@ -84,10 +89,6 @@ final class Simulation {
         // The shell reports every close back exactly once.
         clients[c.raw]?.closed = true
         h.core.closed(c, clean: true, at: h.now)
-      case .drop(let c):
-        // §5 heartbeat timeout (nobody answers pings here): dropped, reported unclean.
-        clients[c.raw]?.closed = true
-        h.core.closed(c, clean: false, at: h.now)
       default: break
       }
     }

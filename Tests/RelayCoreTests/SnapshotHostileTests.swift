@@ -268,7 +268,7 @@ struct CraftedSnapshot {
   /// States the core never reaches, made by reaching into a real one: its snapshot
   /// is refused.
   @Test func inconsistentStatesAreRefused() {
-    let h = Harness { $0.heartbeatsInShell = true }
+    let h = Harness()
     h.join(1, uid: "a", session: "s")
     h.join(2, uid: "b", session: "s")
     let config = h.core.config
@@ -308,7 +308,7 @@ extension SnapshotHostileTests {
     }
     let h = Harness()
     h.join(1, uid: "a", session: "s")
-    seeds.append(h.core.snapshot())  // with heartbeat checks in the core
+    seeds.append(h.core.snapshot())  // one small session
     let push = PushHarness()
     push.registerBobAndKill()
     _ = push.call()

@@ -13,7 +13,6 @@ import Testing
   /// several sessions interleaved, some stale).
   static func busyCore() -> Harness {
     let h = Harness {
-      $0.heartbeatsInShell = true
       $0.messageRate = 1_000_000
       $0.replayBudgetBytes = 30_000
       $0.replayEvents = 25

@@ -4,7 +4,9 @@
 // restored from the primary's snapshot, to a twin as well. Every input's effects and
 // results must be byte-identical on both (docs/cluster.md: replicas agree effect for
 // effect), and so must their snapshots. Like SimWorld, the driver acts as the shell:
-// closes and drops come back as `closed`, pings as pongs.
+// closes come back as `closed`, and its §5 heartbeats (RelayPrimitives `Heartbeats`,
+// node-local, never in a snapshot) ping the connections, which pong unless silent, and
+// drop a silent one, logged to both cores as `closed(clean: false)`.
 import RelayProtocol
 
 @testable import RelayCore
@@ -44,6 +46,10 @@ final class TwinSim {
   var open: Set<UInt64> = []
   var uidOf: [UInt64: String] = [:]
   var silent: Set<UInt64> = []
+  var heartbeats: Heartbeats
+  var slots: [UInt64: Heartbeats.Slot] = [:]
+  /// Silent connections the shell's heartbeats dropped after the twin's restore.
+  var heartbeatDrops = 0
   /// Resume tokens seen in `welcome`, with their user and connection.
   var tokens: [(uid: String, token: String, c: UInt64)] = []
   /// Last seq seen per connection and session.
@@ -51,11 +57,10 @@ final class TwinSim {
   var sessionIds = ["s0", "s1", "s2"]
   var callIds: [String] = []
 
-  init(seed: UInt64, heartbeatsInShell: Bool = true) {
+  init(seed: UInt64) {
     self.seed = seed
     rng = SeededRandom(seed: seed)
     var config = CoreConfig(devMode: seed % 3 != 0, serverVersion: "twin")
-    config.heartbeatsInShell = heartbeatsInShell
     config.heartbeatIntervalMs = 1_000
     config.heartbeatTimeoutMs = 3_000
     config.helloTimeoutMs = 4_000
@@ -75,6 +80,7 @@ final class TwinSim {
     config.maxSessionsPerConnection = [2, 16][rng.below(2)]
     config.sessionWebhooks = rng.chance(50)
     self.config = config
+    heartbeats = Heartbeats(intervalMs: config.heartbeatIntervalMs, timeoutMs: config.heartbeatTimeoutMs)
     primaryIds = SeededIDs(prefix: "t\(seed)-", long: seed % 2 == 1)
     primary = RelayCore(config: config, ids: primaryIds, verifyToken: snapshotSimIdentity)
   }
@@ -113,7 +119,7 @@ final class TwinSim {
   // MARK: Applying inputs to both
 
   /// Runs one input on each core; its result bytes and effects must agree. The
-  /// primary's effects then drive the shell's view (and closes, drops and pongs).
+  /// primary's effects then drive the shell's view (and closes).
   func apply(_ input: (RelayCore) -> [UInt8]) {
     let result = input(primary)
     let effects = primary.takeEffects()
@@ -142,9 +148,7 @@ final class TwinSim {
       w.count(to.count)
       for c in to { w.u64(c.raw) }
       w.bytes(payload.bytes)
-    case .ping(let c): w.u8(1); w.u64(c.raw)
     case .close(let c, let code, let reason): w.u8(2); w.u64(c.raw); w.u32(UInt32(code)); w.string(reason)
-    case .drop(let c): w.u8(3); w.u64(c.raw)
     case .webhook(let event, let body): w.u8(4); w.string(event); w.bytes(body.bytes)
     case .push(let job): w.u8(5); w.string(job.description)
     }
@@ -152,8 +156,7 @@ final class TwinSim {
   }
 
   func observe(_ effects: [Effect]) {
-    var ends: [(UInt64, Bool)] = []
-    var pongs: [UInt64] = []
+    var ends: [UInt64] = []
     for effect in effects {
       switch effect {
       case .send(let payload, let to):
@@ -162,14 +165,11 @@ final class TwinSim {
           continue
         }
         for c in to { received(message, by: c.raw) }
-      case .ping(let c): if open.contains(c.raw), !silent.contains(c.raw) { pongs.append(c.raw) }
-      case .close(let c, _, _): ends.append((c.raw, true))
-      case .drop(let c): ends.append((c.raw, false))
+      case .close(let c, _, _): ends.append(c.raw)
       case .webhook, .push: break
       }
     }
-    for c in pongs { apply { $0.alive(ConnectionID(c), at: self.now); return [] } }
-    for (c, clean) in ends { close(c, clean: clean) }
+    for c in ends { close(c, clean: true) }
   }
 
   func received(_ message: JSONValue, by c: UInt64) {
@@ -189,6 +189,21 @@ final class TwinSim {
 
   func close(_ c: UInt64, clean: Bool) {
     guard open.remove(c) != nil else { return }
+    if let slot = slots.removeValue(forKey: c) { heartbeats.closed(slot) }
     apply { $0.closed(ConnectionID(c), clean: clean, at: self.now); return [] }
+  }
+
+  /// The shell's heartbeat checks due now: open connections that are not silent pong
+  /// (no core input: liveness is the shell's); a silent one past the timeout is
+  /// dropped and both cores get its unclean close.
+  func heartbeatsDue() {
+    let due = heartbeats.due(nowMs: now.monoMs)
+    for c in due.ping where open.contains(c) && !silent.contains(c) {
+      if let slot = slots[c] { heartbeats.inbound(slot, nowMs: now.monoMs) }
+    }
+    for c in due.timedOut where open.contains(c) {
+      if twin != nil { heartbeatDrops += 1 }
+      close(c, clean: false)
+    }
   }
 }

@@ -58,6 +58,7 @@ extension TwinSim {
     let raw = UInt64(1 + rng.below(3)) << 40 | nextConnection
     nextConnection += 1
     open.insert(raw)
+    slots[raw] = heartbeats.opened(raw, nowMs: now.monoMs)
     apply { $0.open(ConnectionID(raw), at: self.now); return [] }
     guard hello, let uid = rng.pick(Self.users) else { return }
     let role = rng.chance(30) ? "host" : "participant"
@@ -102,6 +103,7 @@ extension TwinSim {
   }
 
   func send(_ c: UInt64, _ json: String) {
+    if let slot = slots[c] { heartbeats.inbound(slot, nowMs: now.monoMs) }
     apply { $0.receive(ConnectionID(c), text: Array(json.utf8), at: self.now); return [] }
   }
 
@@ -201,13 +203,21 @@ extension TwinSim {
     let ms = Int64(rng.chance(80) ? rng.below(3_000) : rng.chance(90) ? rng.below(20_000) : rng.below(400_000))
     let target = now.monoMs + ms
     if rng.chance(50) {
-      while let next = primary.nextDeadline, next <= target {
+      while true {
+        let next = primary.nextDeadline ?? .max
+        let shell = heartbeats.nextDeadlineMs ?? .max
+        guard min(next, shell) <= target else { break }
+        setTime(max(min(next, shell), now.monoMs))
+        if shell <= next {
+          heartbeatsDue()
+          continue
+        }
         if let twin, twin.nextDeadline != next { fail("next deadlines differ") }
-        setTime(max(next, now.monoMs))
         apply { $0.tick(at: self.now); return [] }
       }
     }
     setTime(target)
+    heartbeatsDue()
     apply { $0.tick(at: self.now); return [] }
   }
 

@@ -23,17 +23,18 @@ import RelayPrimitives
 
   /// Runs the seeds; returns the events of each type the twins emitted after their
   /// restore, summed.
-  static func runTwins(_ seeds: [UInt64], heartbeatsInShell: Bool) -> [String: UInt64] {
+  static func runTwins(_ seeds: [UInt64]) -> [String: UInt64] {
     var after: [String: UInt64] = [:]
     var failed = 0
     for seed in seeds {
-      let sim = TwinSim(seed: seed, heartbeatsInShell: heartbeatsInShell)
+      let sim = TwinSim(seed: seed)
       var pick = SeededRandom(seed: seed ^ 0xABCD)
       sim.run(steps: 300, restoreAt: 10 + pick.below(150))
       if sim.twin == nil { sim.fail("never restored") }
       if sim.compared == 0 { sim.fail("no effect compared") }
       for (type, n) in sim.twin?.stats.eventsByType ?? [:] { after[type, default: 0] += n - sim.eventsAtRestore[type, default: 0] }
       after["restores", default: 0] += UInt64(sim.restores)
+      after["heartbeat drops", default: 0] += UInt64(sim.heartbeatDrops)
       after["timedOut", default: 0] += sim.twin?.stats.timedOut ?? 0
       for (outcome, n) in sim.twin?.callStats.outcomes ?? [:] { after["call outcome \(outcome)", default: 0] += n }
       guard !sim.failures.isEmpty else { continue }
@@ -45,12 +46,12 @@ import RelayPrimitives
     return after
   }
 
-  /// Cluster configuration (`heartbeatsInShell`): restored at a random point, the twin
+  /// Restored at a random point, the twin
   /// produces exactly the primary's effects for every further input, and the same
   /// snapshot at the end; the schedules reach grace expiry, idle countdowns, ring
   /// timeouts, resumes, hands and finished calls after the restore.
   @Test func restoredCoreBehavesIdenticallyInClusterMode() {
-    let after = Self.runTwins(Self.seeds(default: 300), heartbeatsInShell: true)
+    let after = Self.runTwins(Self.seeds(default: 300))
     print("snapshot twins (cluster mode), events after restore:", after.sorted { $0.key < $1.key })
     guard LivenessSimulationTests.environment("RELAY_SNAPSHOT_SEED") == nil else { return }
     for type in [
@@ -63,14 +64,16 @@ import RelayPrimitives
     #expect(after["call outcome unanswered", default: 0] > 0)
   }
 
-  /// The same with §5 heartbeats in the core: its checks (heartbeat wheel) are part
-  /// of the snapshot too.
-  @Test func restoredCoreBehavesIdenticallyWithHeartbeatsInCore() {
-    let after = Self.runTwins(Array(1...60), heartbeatsInShell: false)
+  /// §5 heartbeats are the shell's and never in a snapshot: silent sockets the shell
+  /// drops after a restore reach both cores as the same unclean close, with the same
+  /// effects (lost, then grace).
+  @Test func heartbeatDropsAfterARestoreAgree() {
+    let after = Self.runTwins(Array(1...60))
+    #expect(after["heartbeat drops", default: 0] > 0)
     #expect(after["participant.lost", default: 0] > 0)
   }
 
-  /// Along the liveness simulation (heartbeats in the core, resumes, half-open
+  /// Along the liveness simulation (the shell's heartbeats, resumes, half-open
   /// sockets), every step's state restores and snapshots to the same bytes.
   @Test func everyStateOfTheLivenessSimulationRoundTrips() throws {
     for seed in 1...40 as ClosedRange<UInt64> {
@@ -89,7 +92,7 @@ import RelayPrimitives
   /// The snapshot does not depend on how the state was reached in memory: deadlines
   /// made moot, and queue entries already discarded by `nextDeadline`, leave no trace.
   @Test func mootDeadlinesLeaveNoTrace() throws {
-    let h = Harness { $0.heartbeatsInShell = true }
+    let h = Harness()
     h.join(1, uid: "a", session: "s")
     h.open(2)
     h.core.closed(ConnectionID(2), clean: true, at: h.now)  // its hello timeout is moot
@@ -111,8 +114,7 @@ import RelayPrimitives
   /// times (a restore decodes, then encodes once more to check the bytes are
   /// canonical). Debug build figures; no timing assertion.
   @Test func tenThousandParticipants() throws {
-    var config = CoreConfig(devMode: true, serverVersion: "size")
-    config.heartbeatsInShell = true
+    let config = CoreConfig(devMode: true, serverVersion: "size")
     let ids = SeededIDs(prefix: "z", long: true)
     let core = RelayCore(config: config, ids: ids, verifyToken: { _, _ in nil })
     var now = Instant(monoMs: 1_000, wallMs: 1_700_000_000_000)

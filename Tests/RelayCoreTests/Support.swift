@@ -28,11 +28,21 @@ final class SeededIDs: IdentifierSource {
   }
 }
 
-/// Drives one RelayCore with a manual clock.
+/// Drives one RelayCore with a manual clock, and §5 heartbeats as the shell runs them
+/// (RelayPrimitives `Heartbeats`), so liveness tests see the whole path: `advance`
+/// fires them; a ping is rendered `ping cN`, a silent connection `drop cN`, followed by
+/// the `closed(clean: false)` the shell then reports. A connection the core already
+/// closed or is closing gets neither (the shell's socket is gone or closing).
 final class Harness {
   let core: RelayCore
   let ids = SeededIDs()
   var now = Instant(monoMs: 1_000, wallMs: 1_700_000_000_000)
+  var heartbeats: Heartbeats
+  var slots: [ConnectionID: Heartbeats.Slot] = [:]
+  /// The shell's own lines since the last `out()`.
+  private var shellLines: [String] = []
+  /// Called when the shell's heartbeats drop a connection, before its `closed`.
+  var onDrop: ((ConnectionID) -> Void)?
   /// Token → identity for token mode ("valid" tokens); anything else is refused.
   var tokens: [String: Identity]
 
@@ -42,23 +52,60 @@ final class Harness {
     self.tokens = tokens
     let table = tokens
     core = RelayCore(config: config, ids: ids, verifyToken: { token, _ in table[token] })
+    heartbeats = Heartbeats(intervalMs: config.heartbeatIntervalMs, timeoutMs: config.heartbeatTimeoutMs)
   }
 
   func advance(_ ms: Int64) {
     now.monoMs += ms
     now.wallMs += ms
     core.tick(at: now)
+    heartbeatsDue()
+  }
+
+  /// The shell's heartbeat checks due by now.
+  func heartbeatsDue() {
+    while let next = heartbeats.nextDeadlineMs, next <= now.monoMs {
+      let due = heartbeats.due(nowMs: now.monoMs)
+      for raw in due.ping where shellHolds(ConnectionID(raw)) { shellLines.append("ping c\(raw)") }
+      for raw in due.timedOut where shellHolds(ConnectionID(raw)) {
+        let c = ConnectionID(raw)
+        shellLines.append("drop \(c)")
+        onDrop?(c)
+        closed(raw, clean: false)
+      }
+    }
+  }
+
+  /// Whether the shell still has an open socket for `c`; a gone one is forgotten.
+  private func shellHolds(_ c: ConnectionID) -> Bool {
+    if let connection = core.connections[c], connection.phase != .closing { return true }
+    if let slot = slots.removeValue(forKey: c) { heartbeats.closed(slot) }
+    return false
   }
 
   @discardableResult
   func open(_ n: UInt64) -> ConnectionID {
     let c = ConnectionID(n)
+    slots[c] = heartbeats.opened(n, nowMs: now.monoMs)
     core.open(c, at: now)
     return c
   }
 
   func send(_ n: UInt64, _ json: String) {
+    alive(n)
     core.receive(ConnectionID(n), text: Array(json.utf8), at: now)
+  }
+
+  /// An inbound frame that is not a message (a pong): the shell notes it; the core
+  /// never hears of it.
+  func alive(_ n: UInt64) {
+    if let slot = slots[ConnectionID(n)] { heartbeats.inbound(slot, nowMs: now.monoMs) }
+  }
+
+  /// The socket is gone, as the shell reports it.
+  func closed(_ n: UInt64, clean: Bool) {
+    if let slot = slots.removeValue(forKey: ConnectionID(n)) { heartbeats.closed(slot) }
+    core.closed(ConnectionID(n), clean: clean, at: now)
   }
 
   /// Opens connection `n` and says hello in dev mode; drains the welcome.
@@ -77,16 +124,15 @@ final class Harness {
 
   /// Drains effects, rendered one per line: `c1,c2 <- {json}` / `close c1 4501 reason`.
   func out() -> [String] {
-    core.takeEffects().map(Harness.render)
+    defer { shellLines.removeAll() }
+    return shellLines + core.takeEffects().map(Harness.render)
   }
 
   static func render(_ effect: Effect) -> String {
     switch effect {
     case .send(let payload, let to):
       return to.map(\.description).joined(separator: ",") + " <- " + String(decoding: payload.bytes, as: UTF8.self)
-    case .ping(let c): return "ping \(c)"
     case .close(let c, let code, let reason): return "close \(c) \(code) \(reason)"
-    case .drop(let c): return "drop \(c)"
     case .webhook(let event, let body): return "webhook \(event) " + String(decoding: body.bytes, as: UTF8.self)
     case .push(let job): return "push \(job)"
     }

@@ -23,18 +23,20 @@ import Testing
   /// The delivery bound: a tick stops once the events it caused reached the limit.
   @Test func recipientsBoundATick() {
     let h = Harness { config in
+      withoutHeartbeats(&config)
       config.maxTickDeliveries = 3
-      config.heartbeatIntervalMs = 0
-      config.heartbeatTimeoutMs = 1_000
+      config.graceMs = 1_000
     }
-    for n in 1...4 { h.join(UInt64(n), uid: "u\(n)") }
+    for n in 1...7 { h.join(UInt64(n), uid: "u\(n)") }
+    for n in 1...4 { h.closed(UInt64(n), clean: false) }  // four lost at once
     _ = h.out()
-    h.now.monoMs += 5_000  // all four are silent past the heartbeat timeout
+    h.now.monoMs += 5_000  // all four graces are over
     h.core.tick(at: h.now)
-    let first = h.out().filter { $0.hasPrefix("drop") }.count
-    #expect(first == 1)  // the first death's participant.lost reached 3 recipients
+    let timedOut = { (lines: [String]) in lines.filter { $0.contains(#""type":"participant.timed_out""#) }.count }
+    let first = timedOut(h.out())
+    #expect(first == 1)  // the first one's participant.timed_out reached 3 recipients
     #expect(h.core.nextDeadline.map { $0 <= h.now.monoMs } == true)
     while let next = h.core.nextDeadline, next <= h.now.monoMs { h.core.tick(at: h.now) }
-    #expect(first + h.out().filter { $0.hasPrefix("drop") }.count == 4)
+    #expect(first + timedOut(h.out()) == 4)
   }
 }

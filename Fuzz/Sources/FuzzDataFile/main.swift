@@ -9,11 +9,7 @@ import RelayCore
 
 func fakeHMAC(_ key: [UInt8], _ message: [UInt8]) -> [UInt8] { Array((key + message + [UInt8](repeating: 7, count: 32)).prefix(32)) }
 
-let coreConfig: CoreConfig = {
-  var config = CoreConfig(devMode: true, serverVersion: "fuzz")
-  config.heartbeatsInShell = true
-  return config
-}()
+let coreConfig = CoreConfig(devMode: true, serverVersion: "fuzz")
 
 let rules = ClusterRules(rules: 1, configDigest: [1, 2, 3])
 let expected = DataFileHeader(kind: .log, rules: 1, seed: [UInt8](repeating: 1, count: 32))

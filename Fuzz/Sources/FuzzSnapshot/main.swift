@@ -16,11 +16,7 @@ final class FuzzIDs: IdentifierSource {
   }
 }
 
-let clusterConfig: CoreConfig = {
-  var config = CoreConfig(devMode: true, serverVersion: "fuzz")
-  config.heartbeatsInShell = true
-  return config
-}()
+let clusterConfig = CoreConfig(devMode: true, serverVersion: "fuzz")
 
 func run(_ core: RelayCore, _ c: ConnectionID, _ json: String, at: Instant) {
   core.receive(c, text: Array(json.utf8), at: at)
