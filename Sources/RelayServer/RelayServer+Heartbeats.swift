@@ -24,9 +24,10 @@ extension RelayServer {
     armHeartbeatTimer()
   }
 
-  /// Fires the checks due now: pings to the live, drops for the silent.
-  func heartbeatsDue() {
-    let due = heartbeats.due(nowMs: Int64(loop.nowMs))
+  /// Fires the checks due at `nowMs` (the loop's time; tests pass one of their
+  /// choosing): pings to the live, drops for the silent.
+  func heartbeatsDue(nowMs: Int64) {
+    let due = heartbeats.due(nowMs: nowMs)
     for raw in due.ping {
       if let conn = connections[ConnectionID(raw)] { sendPing(conn) }
     }
@@ -55,7 +56,7 @@ extension RelayServer {
     let delay = max(1, next - Int64(loop.nowMs))
     timer.start(afterMs: UInt64(delay)) { [unowned self] in
       self.armedHeartbeatMs = nil
-      self.heartbeatsDue()
+      self.heartbeatsDue(nowMs: Int64(self.loop.nowMs))
     }
   }
 

@@ -15,7 +15,7 @@ import RelayPrimitives
 
 /// A relay built as `relay serve` builds it (dev mode, echo on), never started: the
 /// tests adopt in-memory transports instead of accepting sockets.
-private func withServer(_ tweak: (inout ServerConfig) -> Void = { _ in }, _ body: (Net) throws -> Void) rethrows {
+func withServer(_ tweak: (inout ServerConfig) -> Void = { _ in }, _ body: (Net) throws -> Void) rethrows {
   var config = ServerConfig(core: CoreConfig(devMode: true, serverVersion: "test"))
   config.echo = true
   tweak(&config)
@@ -26,7 +26,7 @@ private func withServer(_ tweak: (inout ServerConfig) -> Void = { _ in }, _ body
 
 /// The server and its transports; each input ends a loop turn, when every
 /// transport flushes, as the loop's cork does.
-private final class Net {
+final class Net {
   let server: RelayServer
   var transports: [MemoryTransport] = []
   init(_ server: RelayServer) { self.server = server }
@@ -35,7 +35,7 @@ private final class Net {
 
 /// One client of the pipeline: its transport, and its own WebSocket codec to read
 /// the server's frames and mask its own.
-private final class Peer {
+final class Peer {
   let transport = MemoryTransport()
   let conn: ServerConnection
   let net: Net
