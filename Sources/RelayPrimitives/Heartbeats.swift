@@ -65,10 +65,13 @@ public struct Heartbeats {
   public let timeoutMs: Int64
   /// Checks fall on multiples of this (`quantum`).
   public let quantumMs: Int64
-  /// At most this many checks per `due` call: a mass expiry (a network partition
-  /// timing out thousands of sockets at once) is spread over several loop turns, as
-  /// the core spreads its own deadlines (`CoreConfig.maxDeadlinesPerTick`).
+  /// At most this many checks, and at most `maxTimeoutsPerCall` timeouts, per `due`
+  /// call: a mass expiry (a network partition silencing thousands of sockets at once)
+  /// is spread over several loop turns, as the core spreads its own deadlines
+  /// (`CoreConfig.maxDeadlinesPerTick`). A timeout costs more than a ping: each
+  /// becomes a `closed` input whose `participant.lost` may reach a whole session.
   public let maxChecksPerCall: Int
+  public let maxTimeoutsPerCall: Int
 
   @usableFromInline var records: [Record] = []
   private var freeSlots: [Int32] = []
@@ -82,11 +85,12 @@ public struct Heartbeats {
   /// Connections opened and not closed.
   public private(set) var openCount = 0
 
-  public init(intervalMs: Int64, timeoutMs: Int64, maxChecksPerCall: Int = .max) {
+  public init(intervalMs: Int64, timeoutMs: Int64, maxChecksPerCall: Int = .max, maxTimeoutsPerCall: Int = .max) {
     self.intervalMs = intervalMs
     self.timeoutMs = timeoutMs
     self.quantumMs = Self.quantum(intervalMs: intervalMs, timeoutMs: timeoutMs)
     self.maxChecksPerCall = max(1, maxChecksPerCall)
+    self.maxTimeoutsPerCall = max(1, maxTimeoutsPerCall)
   }
 
   /// A tenth of the shorter heartbeat setting, at most 1 000 ms: pings go out at most
@@ -101,7 +105,7 @@ public struct Heartbeats {
   public var isEnabled: Bool { intervalMs > 0 || timeoutMs > 0 }
 
   /// When the earliest check is due (monotonic ms); nil when none is queued. It may
-  /// be in the past after a `due` call that stopped at `maxChecksPerCall`.
+  /// be in the past after a `due` call that stopped at a bound.
   public var nextDeadlineMs: Int64? { buckets.first?.atMs }
 
   // MARK: Inputs
@@ -144,14 +148,16 @@ public struct Heartbeats {
     openCount -= 1
   }
 
-  /// Fires the checks due at `nowMs`, earliest first, at most `maxChecksPerCall`: a
+  /// Fires the checks due at `nowMs`, earliest first, within the bounds above: a
   /// silent connection past the timeout is reported timed out (and checked no more);
   /// otherwise it is pinged if its ping is due, and its next check is filed from its
   /// latest inbound time (frames in between cost nothing).
   public mutating func due(nowMs: Int64) -> Due {
     var result = Due()
     var checked = 0
-    while checked < maxChecksPerCall, let first = buckets.first, first.atMs <= nowMs {
+    while checked < maxChecksPerCall, result.timedOut.count < maxTimeoutsPerCall,
+      let first = buckets.first, first.atMs <= nowMs
+    {
       let check = popFirst()
       checked += 1
       let i = Int(check.index)

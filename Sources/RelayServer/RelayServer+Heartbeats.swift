@@ -11,10 +11,15 @@ import RelayCore
 import RelayPrimitives
 
 extension RelayServer {
+  /// Bounded per loop turn as the core's ticks are (protocol/ §16): at most
+  /// `maxDeadlinesPerTick` checks, and as many drops as lost participants of full
+  /// sessions fit in the core's `maxTickDeliveries` (each drop's `participant.lost`
+  /// may reach a whole session).
   static func makeHeartbeats(_ core: CoreConfig) -> Heartbeats {
     Heartbeats(
       intervalMs: core.heartbeatIntervalMs, timeoutMs: core.heartbeatTimeoutMs,
-      maxChecksPerCall: core.maxDeadlinesPerTick)
+      maxChecksPerCall: core.maxDeadlinesPerTick,
+      maxTimeoutsPerCall: max(1, core.maxTickDeliveries / max(1, core.maxParticipants)))
   }
 
   /// A relay WebSocket opened: its checks start at the upgrade (a socket waiting for
@@ -51,8 +56,8 @@ extension RelayServer {
     }
     let timer = heartbeatTimer ?? EventLoop.Timer(loop: loop)
     heartbeatTimer = timer
-    // At least 1 ms: a check batch cut at `maxChecksPerCall` leaves the next one due
-    // already, and it must get a turn of its own, with I/O in between.
+    // At least 1 ms: a batch cut at a bound leaves the next check due already, and
+    // it must get a turn of its own, with I/O (and the drops' closes) in between.
     let delay = max(1, next - Int64(loop.nowMs))
     timer.start(afterMs: UInt64(delay)) { [unowned self] in
       self.armedHeartbeatMs = nil

@@ -118,6 +118,16 @@ extension Heartbeats {
     #expect(hb.nextDeadlineMs == nil)
   }
 
+  @Test func timeoutsAreBoundedPerCallToo() {
+    var hb = Heartbeats(intervalMs: 1_000, timeoutMs: 3_000, maxTimeoutsPerCall: 3)
+    for i in 0..<7 { _ = hb.opened(UInt64(i), nowMs: 1_000) }
+    #expect(hb.due(nowMs: 4_000).timedOut == [0, 1, 2])
+    #expect(hb.nextDeadlineMs.map { $0 <= 4_000 } == true)  // still due: next turn
+    #expect(hb.due(nowMs: 4_001).timedOut == [3, 4, 5])
+    #expect(hb.due(nowMs: 4_002).timedOut == [6])
+    #expect(hb.nextDeadlineMs == nil)
+  }
+
   @Test func aZeroIntervalSendsNoPings() {
     var hb = Heartbeats(intervalMs: 0, timeoutMs: 3_000)
     _ = hb.opened(7, nowMs: 1_000)
