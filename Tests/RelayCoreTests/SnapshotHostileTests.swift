@@ -213,6 +213,9 @@ struct CraftedSnapshot {
     #expect(Self.reason(s.bytes)?.contains("nothing that wants it") == true, "ring of an unknown call")
     s.deadlines = { w in w.u64(5); w.count(1); w.i64(100); w.u64(0); w.u8(0); w.u64(3) }
     #expect(Self.reason(s.bytes)?.contains("nothing that wants it") == true, "hello timeout of an unknown connection")
+    // Kind 1 was a §5 heartbeat check: heartbeats are node-local, never in a snapshot.
+    s.deadlines = { w in w.u64(5); w.count(1); w.i64(100); w.u64(0); w.u8(1); w.u64(3); w.i64(100) }
+    #expect(Self.reason(s.bytes)?.contains("heartbeats are node-local") == true, "a heartbeat deadline")
     s = CraftedSnapshot.twoLostMembers
     s.liveness = { w in w.u64(1); w.u64(1); w.count(0); w.count(1); w.string("s"); w.string("a"); w.u64(3); w.count(0) }
     #expect(Self.reason(s.bytes)?.contains("unknown record") == true, "lost owner naming an unknown record")
