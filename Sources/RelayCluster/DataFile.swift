@@ -137,13 +137,21 @@ public enum DataFrame {
   /// the end of `w` with the batch encoded in place (the durable node's turn buffer:
   /// no array per record). Returns where the encoded batch lies in `w.bytes`.
   public static func appendRecord(position: UInt64, timeMs: Int64, batch: LogBatch, to w: inout BinaryWriter) -> Range<Int> {
+    appendRecord(position: position, timeMs: timeMs, to: &w) { batch.encode(into: &$0) }
+  }
+
+  /// The same for a batch that `encode` writes (LogBatch.encodeText: a message from
+  /// the read buffer).
+  public static func appendRecord(
+    position: UInt64, timeMs: Int64, to w: inout BinaryWriter, batch encode: (inout BinaryWriter) -> Void
+  ) -> Range<Int> {
     let start = w.bytes.count
     w.u32(0)
     w.u32(0)
     w.u64(position)
     w.i64(timeMs)
     let batchStart = w.bytes.count
-    batch.encode(into: &w)
+    encode(&w)
     let end = w.bytes.count
     let crc = w.bytes.withUnsafeBytes { CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + overhead)..<end])) }
     w.patchU32(UInt32(end - start - overhead), at: start)

@@ -11,9 +11,9 @@ import RelayCore
 /// (`Replica.snapshot()`). A restart is a replay of the same records
 /// (DiskLog+Recovery.swift), so the disk holds nothing the cluster does not define.
 ///
-/// Each record is encoded once, straight into the turn's buffer, and applied as this
-/// process holds it (`Replica.apply(own:…)`): the same outcome as its bytes read back,
-/// which is what a restart applies.
+/// Each record is encoded once, straight into the turn's buffer (a message from the
+/// socket's read buffer, its only copy), and the replica applies it from there
+/// (`Replica.apply(batch:…)`): the path of its replay after a restart.
 ///
 /// Nothing a record caused leaves the process before the record is written: the
 /// effects of every record of a loop turn are held until the turn's frames are
@@ -23,7 +23,9 @@ import RelayCore
 /// `/readyz` 503, commands `unavailable`) until a retry succeeds: nothing answered is
 /// then missing from the disk.
 final class DiskLog: ReplicatedInputs {
-  unowned let server: RelayServer
+  /// The server outlives its input log; unowned(unsafe): no reference count to check
+  /// on every record.
+  unowned(unsafe) let server: RelayServer
   let config: DurableConfig
   let logger: Logger
   let dir: DataDir
@@ -32,9 +34,13 @@ final class DiskLog: ReplicatedInputs {
   var seed: [UInt8] = []
   var segment: AppendFile?
   /// Frames of records applied but not yet written, and what they caused.
-  var pending = BinaryWriter(capacity: 1 << 16)
-  var held: [Applied] = []
-  var snapshotDue = false
+  /// `@exclusivity(unchecked)` on the state every record touches: the loop thread's
+  /// alone, never accessed while another access to it is open, and the runtime's
+  /// dynamic exclusivity checks cost more per record than the updates.
+  @exclusivity(unchecked) var pending = BinaryWriter(capacity: 1 << 16)
+  @exclusivity(unchecked) var held: [Applied] = []
+  @exclusivity(unchecked) var performing: [Applied] = []
+  @exclusivity(unchecked) var snapshotDue = false
   /// A snapshot being joined and written on the thread pool (DiskLog+Snapshots.swift),
   /// and the newest one due meanwhile.
   var snapshotBusy = false
@@ -43,8 +49,8 @@ final class DiskLog: ReplicatedInputs {
   var unsynced = false
   /// The last write, sync or snapshot that failed; nil while the disk takes writes.
   var failure: FileError?
-  var appliedAtLoopMs: UInt64 = 0
-  var lastRecordLoopMs: UInt64 = 0
+  @exclusivity(unchecked) var appliedAtLoopMs: UInt64 = 0
+  @exclusivity(unchecked) var lastRecordLoopMs: UInt64 = 0
   var housekeeping: EventLoop.Timer?
   var tickTimer: EventLoop.Timer?
   var retryTimer: EventLoop.Timer?
@@ -53,7 +59,7 @@ final class DiskLog: ReplicatedInputs {
   /// on the spot: no thread pool job may be left queued.
   var snapshotsOnLoop = true
   var stopped = false
-  var stats = DiskStats()
+  @exclusivity(unchecked) var stats = DiskStats()
 
   /// How long after a failed write the relay tries again (by a snapshot, which also
   /// frees the space of the segments it covers).
@@ -71,6 +77,7 @@ final class DiskLog: ReplicatedInputs {
 
   var acceptsInputs: Bool { failure == nil && !stopped && number != 0 }
   var isBackedUp: Bool { false }
+  var takesBorrowedText: Bool { true }
 
   /// While the disk fails, only what must reach the state anyway is taken — a socket
   /// closed, time passing — and written once it works again; commands and new
@@ -83,7 +90,8 @@ final class DiskLog: ReplicatedInputs {
       default: return failed?() ?? ()
       }
     }
-    record(LogBatch(node: number, inputs: [input]))
+    let batch = LogBatch(node: number, inputs: [input])
+    record(timeMs: nil) { batch.encode(into: &$0) }
   }
 
   /// Applies one record now and queues its frame and its effects for the commit.
@@ -91,20 +99,42 @@ final class DiskLog: ReplicatedInputs {
   /// a cluster; the replica's clock takes only its forward steps).
   @discardableResult
   func record(_ batch: LogBatch, timeMs: Int64? = nil) -> Applied {
-    guard let replica = server.replica else { return Applied() }
+    guard record(timeMs: timeMs, batch: { batch.encode(into: &$0) }) else { return Applied() }
+    return held.last ?? Applied()
+  }
+
+  /// A socket's message (`takesBorrowedText`): its record is written from the read
+  /// buffer into the turn's buffer and applied from there, its only copy.
+  func text(_ id: ConnectionID, borrowed payload: UnsafeRawBufferPointer) -> Bool {
+    guard acceptsInputs else { return false }  // the copy's `append` answers `unavailable`
+    server.clusterLastInbound[id.raw] = server.loop.nowMs
+    let node = number
+    record(timeMs: nil) { LogBatch.encodeText(node: node, connection: id.raw, text: payload, into: &$0) }
+    return true
+  }
+
+  /// The frame is encoded once, at the end of the turn's buffer, and the replica
+  /// applies the batch from there: the bytes a restart replays, by the same path
+  /// (`Replica.apply(batch:…)`). False without a replica.
+  @discardableResult
+  private func record(timeMs: Int64?, batch encode: (inout BinaryWriter) -> Void) -> Bool {
+    guard let replica = server.replica else { return false }
     let position = replica.position + 1
     let t = max(1, timeMs ?? Loop.wallClockMs())
-    let encoded = DataFrame.appendRecord(position: position, timeMs: t, batch: batch, to: &pending)
-    let applied = replica.apply(own: batch, encoded: pending.bytes[encoded], position: position, timeMs: t)
-    appliedAtLoopMs = server.loop.nowMs
-    lastRecordLoopMs = server.loop.nowMs
-    held.append(applied)
+    let encoded = DataFrame.appendRecord(position: position, timeMs: t, to: &pending, batch: encode)
+    let applied = pending.bytes.withUnsafeBytes {
+      replica.apply(batch: UnsafeRawBufferPointer(rebasing: $0[encoded]), position: position, timeMs: t)
+    }
+    let nowMs = server.loop.nowMs
+    appliedAtLoopMs = nowMs
+    lastRecordLoopMs = nowMs
     stats.records += 1
     if applied.snapshotDue != nil { snapshotDue = true }
     if let reason = applied.rejected {
       logger.warning("data dir record rejected by the replica", metadata: ["position": "\(position)", "reason": "\(reason)"])
     }
-    return applied
+    held.append(applied)
+    return true
   }
 
   /// End of a loop turn (and of the process): writes the turn's frames, syncs them
@@ -119,9 +149,11 @@ final class DiskLog: ReplicatedInputs {
         snapshotDue = false
         guard snapshotsOnLoop ? compact() : snapshotInBackground() else { return }
       }
-      let ready = held
-      held = []
-      for applied in ready { server.performApplied(applied) }
+      // Performed from a second array, so effects that log more records (a close)
+      // append to an empty `held`; both keep their capacity from turn to turn.
+      swap(&held, &performing)
+      for applied in performing { server.performApplied(applied) }
+      performing.removeAll(keepingCapacity: true)
     }
     armTicker()
   }
