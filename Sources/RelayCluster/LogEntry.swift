@@ -140,19 +140,6 @@ extension LogBatch {
     }
   }
 
-  /// `LogBatch(node: node, inputs: [.text(connection:, text)]).encoded()` written at
-  /// the end of `w` from a borrowed buffer (the read buffer of the socket): the
-  /// layout `encode(into:)` writes, with the text copied once.
-  public static func encodeText(node: UInt32, connection: UInt64, text: UnsafeRawBufferPointer, into w: inout BinaryWriter) {
-    w.u8(Self.formatVersion)
-    w.u32(node)
-    w.count(Self.textInputOverhead + text.count)
-    w.u8(Self.textKind)
-    w.u64(connection)
-    w.count(text.count)
-    w.raw(text)
-  }
-
   /// A text input's kind byte and its fields before the text: kind (1), connection
   /// (8), the text's length (4).
   static let textInputOverhead = 13

@@ -91,7 +91,7 @@ final class DiskLog: ReplicatedInputs {
       }
     }
     let batch = LogBatch(node: number, inputs: [input])
-    record(timeMs: nil) { batch.encode(into: &$0) }
+    record(timeMs: nil) { DataFrame.appendRecord(position: $0, timeMs: $1, batch: batch, to: &$2) }
   }
 
   /// Applies one record now and queues its frame and its effects for the commit.
@@ -99,7 +99,9 @@ final class DiskLog: ReplicatedInputs {
   /// a cluster; the replica's clock takes only its forward steps).
   @discardableResult
   func record(_ batch: LogBatch, timeMs: Int64? = nil) -> Applied {
-    guard record(timeMs: timeMs, batch: { batch.encode(into: &$0) }) else { return Applied() }
+    guard record(timeMs: timeMs, frame: { DataFrame.appendRecord(position: $0, timeMs: $1, batch: batch, to: &$2) }) else {
+      return Applied()
+    }
     return held.last ?? Applied()
   }
 
@@ -109,7 +111,9 @@ final class DiskLog: ReplicatedInputs {
     guard acceptsInputs else { return false }  // the copy's `append` answers `unavailable`
     server.clusterLastInbound[id.raw] = server.loop.nowMs
     let node = number
-    record(timeMs: nil) { LogBatch.encodeText(node: node, connection: id.raw, text: payload, into: &$0) }
+    record(timeMs: nil) { position, t, w in
+      DataFrame.appendTextRecord(position: position, timeMs: t, node: node, connection: id.raw, text: payload, to: &w)
+    }
     return true
   }
 
@@ -117,11 +121,13 @@ final class DiskLog: ReplicatedInputs {
   /// applies the batch from there: the bytes a restart replays, by the same path
   /// (`Replica.apply(batch:…)`). False without a replica.
   @discardableResult
-  private func record(timeMs: Int64?, batch encode: (inout BinaryWriter) -> Void) -> Bool {
+  private func record(
+    timeMs: Int64?, frame: (_ position: UInt64, _ timeMs: Int64, _ to: inout BinaryWriter) -> Range<Int>
+  ) -> Bool {
     guard let replica = server.replica else { return false }
     let position = replica.position + 1
     let t = max(1, timeMs ?? Loop.wallClockMs())
-    let encoded = DataFrame.appendRecord(position: position, timeMs: t, to: &pending, batch: encode)
+    let encoded = frame(position, t, &pending)
     let applied = pending.bytes.withUnsafeBytes {
       replica.apply(batch: UnsafeRawBufferPointer(rebasing: $0[encoded]), position: position, timeMs: t)
     }

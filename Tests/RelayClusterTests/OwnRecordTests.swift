@@ -1,6 +1,6 @@
 // The durable node's own records (RelayServer/DiskLog.swift): a socket's message is
 // encoded from the read buffer straight into the turn's buffer
-// (`LogBatch.encodeText`) and the replica applies it from there, through the
+// (`DataFrame.appendTextRecord`) and the replica applies it from there, through the
 // zero-copy reading of a one-message batch (`LogBatch.singleText`). Both must agree
 // with the general encoder and decoder byte for byte, for any bytes.
 import RelayCore
@@ -10,7 +10,7 @@ import Testing
 @testable import RelayCluster
 
 /// Applies a record as the durable node applies its own: the frame written into a turn
-/// buffer that holds other bytes before it (a message by `encodeText`, from a borrowed
+/// buffer that holds other bytes before it (a message by `appendTextRecord`, from a borrowed
 /// buffer), applied where it lies. Expects the frame's batch to be `bytes` exactly.
 func applyAsOwnRecord(_ replica: Replica, _ bytes: [UInt8], position: UInt64, timeMs: Int64) -> Applied {
   var turn = BinaryWriter()
@@ -19,13 +19,13 @@ func applyAsOwnRecord(_ replica: Replica, _ bytes: [UInt8], position: UInt64, ti
   if let b = LogBatch(decoding: bytes, limits: replica.config.limits), b.inputs.count == 1,
     case .text(let c, let text) = b.inputs[0]
   {
-    range = text.withUnsafeBytes { borrowed in
-      DataFrame.appendRecord(position: position, timeMs: timeMs, to: &turn) {
-        LogBatch.encodeText(node: b.node, connection: c, text: borrowed, into: &$0)
-      }
+    range = text.withUnsafeBytes {
+      DataFrame.appendTextRecord(position: position, timeMs: timeMs, node: b.node, connection: c, text: $0, to: &turn)
     }
   } else {
-    range = DataFrame.appendRecord(position: position, timeMs: timeMs, to: &turn) { $0.raw(bytes) }
+    let start = turn.bytes.count + DataFrame.overhead + 16
+    turn.raw(DataFrame.record(position: position, timeMs: timeMs, batch: bytes))
+    range = start..<turn.bytes.count
   }
   #expect(Array(turn.bytes[range]) == bytes, "the own frame holds the record's bytes")
   return turn.bytes.withUnsafeBytes {
@@ -36,11 +36,16 @@ func applyAsOwnRecord(_ replica: Replica, _ bytes: [UInt8], position: UInt64, ti
 @Suite struct OwnRecordTests {
   let limits = LogLimits(maxTextBytes: 64)
 
-  @Test func encodeTextWritesWhatTheBatchEncoderWrites() {
-    for text in [[], Array("{\"type\":\"hello\"}".utf8), [UInt8](repeating: 0xFF, count: 64)] {
+  @Test func aMessagesFrameIsTheFrameOfItsBatch() {
+    for text in [[], Array("{\"type\":\"hello\"}".utf8), [UInt8](repeating: 0xFF, count: 300)] {
       var w = BinaryWriter()
-      text.withUnsafeBytes { LogBatch.encodeText(node: 7, connection: 1 << 40 | 3, text: $0, into: &w) }
-      #expect(w.bytes == LogBatch(node: 7, inputs: [.text(connection: 1 << 40 | 3, text)]).encoded())
+      w.raw([1, 2, 3])
+      let range = text.withUnsafeBytes {
+        DataFrame.appendTextRecord(position: 1 << 33 | 5, timeMs: 1_800_000_000_123, node: 7, connection: 1 << 40 | 3, text: $0, to: &w)
+      }
+      let batch = LogBatch(node: 7, inputs: [.text(connection: 1 << 40 | 3, text)]).encoded()
+      #expect(Array(w.bytes.dropFirst(3)) == DataFrame.record(position: 1 << 33 | 5, timeMs: 1_800_000_000_123, batch: batch))
+      #expect(Array(w.bytes[range]) == batch)
     }
   }
 
