@@ -16,12 +16,15 @@ import RelayCore
 /// (`Replica.apply(batch:…)`): the path of its replay after a restart.
 ///
 /// Nothing a record caused leaves the process before the record is written: the
-/// effects of every record of a loop turn are held until the turn's frames are
-/// written in one `write` (and, with `--fsync always`, one `fdatasync`: group
-/// commit), then performed in order. A write that fails (disk full, a file-size
-/// limit, an I/O error) keeps them held and makes the relay unavailable (§12:
-/// `/readyz` 503, commands `unavailable`) until a retry succeeds: nothing answered is
-/// then missing from the disk.
+/// turn's frames are written in one `write` before the loop flushes any socket
+/// (`Loop.beforeFlush`). With `--fsync always` the effects of every record of a turn
+/// are held until that write and its `fdatasync` (group commit), then performed in
+/// order; with `no|everysec` those that only queue bytes to sockets are performed at
+/// once (`performsAtOnce`), the rest held. A write that fails (disk full, a file-size
+/// limit, an I/O error) is retried at once as a snapshot when effects were performed
+/// (`coverPerformed`); while it fails, effects are held and the relay is unavailable
+/// (§12: `/readyz` 503, commands `unavailable`) until a retry succeeds: nothing
+/// answered is then missing from the disk.
 final class DiskLog: ReplicatedInputs {
   /// The server outlives its input log; unowned(unsafe): no reference count to check
   /// on every record.
@@ -41,6 +44,8 @@ final class DiskLog: ReplicatedInputs {
   @exclusivity(unchecked) var held: [Applied] = []
   @exclusivity(unchecked) var performing: [Applied] = []
   @exclusivity(unchecked) var snapshotDue = false
+  /// Effects were performed at once (`performsAtOnce`) since the last write.
+  @exclusivity(unchecked) var performedUnwritten = false
   /// A snapshot being joined and written on the thread pool (DiskLog+Snapshots.swift),
   /// and the newest one due meanwhile.
   var snapshotBusy = false
@@ -99,9 +104,8 @@ final class DiskLog: ReplicatedInputs {
   /// a cluster; the replica's clock takes only its forward steps).
   @discardableResult
   func record(_ batch: LogBatch, timeMs: Int64? = nil) -> Applied {
-    guard record(timeMs: timeMs, frame: { DataFrame.appendRecord(position: $0, timeMs: $1, batch: batch, to: &$2) }) else {
-      return Applied()
-    }
+    let frame = { DataFrame.appendRecord(position: $0, timeMs: $1, batch: batch, to: &$2) }
+    guard record(timeMs: timeMs, holding: true, frame: frame) else { return Applied() }
     return held.last ?? Applied()
   }
 
@@ -121,8 +125,10 @@ final class DiskLog: ReplicatedInputs {
   /// applies the batch from there: the bytes a restart replays, by the same path
   /// (`Replica.apply(batch:…)`). False without a replica.
   @discardableResult
+  /// `holding`: the effects are held whatever `performsAtOnce` says (the caller reads
+  /// the outcome, `held.last`).
   private func record(
-    timeMs: Int64?, frame: (_ position: UInt64, _ timeMs: Int64, _ to: inout BinaryWriter) -> Range<Int>
+    timeMs: Int64?, holding: Bool = false, frame: (_ position: UInt64, _ timeMs: Int64, _ to: inout BinaryWriter) -> Range<Int>
   ) -> Bool {
     guard let replica = server.replica else { return false }
     let position = replica.position + 1
@@ -139,7 +145,32 @@ final class DiskLog: ReplicatedInputs {
     if let reason = applied.rejected {
       logger.warning("data dir record rejected by the replica", metadata: ["position": "\(position)", "reason": "\(reason)"])
     }
-    held.append(applied)
+    if !holding, performsAtOnce(applied) {
+      performedUnwritten = true
+      server.performApplied(applied)
+    } else {
+      held.append(applied)
+    }
+    return true
+  }
+
+  /// Whether a record's effects are performed as it is applied rather than held for
+  /// the commit: with `--fsync no|everysec`, while the disk takes writes and nothing
+  /// is held before them (their order), when they only queue bytes to sockets. The
+  /// loop flushes sockets only after `beforeFlush`, which writes the turn's frames
+  /// first (`commit`), so none of those bytes leaves before its record is handed to
+  /// the kernel. Webhooks, pushes, drops and HTTP answers are held: they may leave
+  /// the process on their own.
+  private func performsAtOnce(_ applied: Applied) -> Bool {
+    guard config.fsync != .always, failure == nil, held.isEmpty, performing.isEmpty, applied.admin.isEmpty else {
+      return false
+    }
+    for effect in applied.effects {
+      switch effect {
+      case .send, .close, .ping: continue
+      case .drop, .webhook, .push: return false
+      }
+    }
     return true
   }
 
@@ -150,7 +181,8 @@ final class DiskLog: ReplicatedInputs {
     var passes = 0
     while !pending.bytes.isEmpty || !held.isEmpty || snapshotDue, failure == nil, passes < 4 {
       passes += 1
-      guard writePending() else { return }
+      guard writePending() else { return coverPerformed() }
+      performedUnwritten = false
       if snapshotDue {
         snapshotDue = false
         guard snapshotsOnLoop ? compact() : snapshotInBackground() else { return }
@@ -256,13 +288,25 @@ final class DiskLog: ReplicatedInputs {
   }
 
   /// A retry is a snapshot: it covers the records not yet written, and the segments
-  /// it makes obsolete free their space.
-  private func retry() {
-    guard let error = failure, !stopped else { return }
+  /// it makes obsolete free their space. True once it succeeded.
+  @discardableResult
+  private func retry() -> Bool {
+    guard let error = failure, !stopped else { return false }
     failure = nil
-    guard compact() else { return }
+    guard compact() else { return false }
     logger.notice("data dir writable again", metadata: ["after": "\(error)"])
     commit()
+    return true
+  }
+
+  /// The turn's write failed after effects were performed at once, their bytes still
+  /// queued (the flush comes after the commit): a snapshot now covers their records;
+  /// if that fails too, the sockets they were queued to are reset, so no answer of a
+  /// record the disk does not hold leaves the process (§12a: never lost by a crash).
+  private func coverPerformed() {
+    guard performedUnwritten else { return }
+    performedUnwritten = false
+    if !retry() { server.loop.resetDirtyConnections() }
   }
 }
 
