@@ -123,10 +123,9 @@ final class DiskLog: ReplicatedInputs {
 
   /// The frame is encoded once, at the end of the turn's buffer, and the replica
   /// applies the batch from there: the bytes a restart replays, by the same path
-  /// (`Replica.apply(batch:…)`). False without a replica.
+  /// (`Replica.apply(batch:…)`). False without a replica. `holding`: the effects are
+  /// held whatever `performsAtOnce` says (the caller reads the outcome, `held.last`).
   @discardableResult
-  /// `holding`: the effects are held whatever `performsAtOnce` says (the caller reads
-  /// the outcome, `held.last`).
   private func record(
     timeMs: Int64?, holding: Bool = false, frame: (_ position: UInt64, _ timeMs: Int64, _ to: inout BinaryWriter) -> Range<Int>
   ) -> Bool {

@@ -218,6 +218,7 @@ struct LargeFrameCapTests {
         received += bytes
         fixture.loop.beforeFlush = nil
         server.close()
+        client.close()
       }
       client.startReading()
       server.write(Array("answer".utf8))
