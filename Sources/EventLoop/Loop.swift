@@ -119,6 +119,10 @@ public final class Loop {
   /// Runs once per turn just before the cork's last flush (prepare phase), for output
   /// the application gathers over a whole turn.
   public var beforeCork: (() -> Void)?
+  /// Runs at the start of each of a turn's two flush passes (check and prepare), before
+  /// any connection is flushed: for a write that must reach the kernel before anything
+  /// the turn queued to a socket (the durable node's records, RelayServer/DiskLog.swift).
+  public var beforeFlush: (() -> Void)?
   /// Most CPU time one flush pass of the cork spends (0 = no bound). The connections it
   /// did not reach stay listed, in order, and go first in the next pass: a fan-out to
   /// thousands of members cannot hold the loop in `write` every turn, the rest of the
@@ -294,6 +298,7 @@ private func walkCloseCallback(_ handle: UnsafeMutablePointer<uv_handle_t>?, _: 
 private func prepareFlushCallback(_ handle: UnsafeMutablePointer<uv_prepare_t>?) {
   guard let handle else { return }
   let loop = unretainedOwner(handle.pointee.loop.pointee.data, as: Loop.self)
+  loop.beforeFlush?()
   loop.beforeCork?()
   loop.flushDirtyConnections()
   loop.turnEnded()
@@ -306,6 +311,7 @@ private func idleCallback(_: UnsafeMutablePointer<uv_idle_t>?) {}
 private func checkFlushCallback(_ handle: UnsafeMutablePointer<uv_check_t>?) {
   guard let handle else { return }
   let loop = unretainedOwner(handle.pointee.loop.pointee.data, as: Loop.self)
+  loop.beforeFlush?()
   if loop.flushBudgetNs > 0 { loop.flushUrgentConnections() } else { loop.flushDirtyConnections() }
 }
 
@@ -332,17 +338,35 @@ extension Loop {
       if budget > 0, flushed & 31 == 0, Self.threadCpuNs() &- started >= budget { break }
     }
     if dirtyConnections.isEmpty {
-      uv_unref(prepareHandle.cast())
-      if idleActive {
-        idleActive = false
-        uv_idle_stop(idleHandle)
-      }
+      noneDirty()
     } else {
       statistics.flushesDeferred &+= UInt64(dirtyConnections.count)
       if !idleActive {
         idleActive = true
         uv_idle_start(idleHandle, idleCallback)
       }
+    }
+  }
+
+  /// Resets (`TCPConnection.reset`) every connection with bytes queued since the last
+  /// flush, before they go out: what they hold must not reach the peers (the durable
+  /// node's answers to records the disk refused). Their queues are dropped unsent.
+  public func resetDirtyConnections() {
+    while !dirtyConnections.isEmpty {
+      let connection = dirtyConnections.removeFirst()
+      connection.isDirty = false
+      connection.reset()
+    }
+    urgentConnections.removeAll()
+    noneDirty()
+  }
+
+  /// Nothing waits for a flush: the loop may end, and the poll may block.
+  private func noneDirty() {
+    uv_unref(prepareHandle.cast())
+    if idleActive {
+      idleActive = false
+      uv_idle_stop(idleHandle)
     }
   }
 

@@ -152,6 +152,39 @@ public enum DataFrame {
   }
 }
 
+extension DataFrame {
+  /// The frame `record(position:timeMs:batch:)` gives for a batch of one socket
+  /// message (`LogBatch(node:inputs: [.text(connection:, text)])`), written at the end
+  /// of `w` from a borrowed buffer (the socket's read buffer): the fixed fields in one
+  /// copy, the text in another, the checksum computed on the way (no patching).
+  /// Returns where the batch lies in `w.bytes`. The layout is `LogBatch.encode`'s.
+  public static func appendTextRecord(
+    position: UInt64, timeMs: Int64, node: UInt32, connection: UInt64, text: UnsafeRawBufferPointer,
+    to w: inout BinaryWriter
+  ) -> Range<Int> {
+    // length, crc | position, time | version, node, input length | kind, connection, text length
+    let fixed = overhead + 16 + 9 + LogBatch.textInputOverhead
+    var head: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
+    withUnsafeMutableBytes(of: &head) { h in
+      h.storeBytes(of: UInt32(truncatingIfNeeded: fixed - overhead + text.count).littleEndian, toByteOffset: 0, as: UInt32.self)
+      h.storeBytes(of: position.littleEndian, toByteOffset: 8, as: UInt64.self)
+      h.storeBytes(of: UInt64(bitPattern: timeMs).littleEndian, toByteOffset: 16, as: UInt64.self)
+      h.storeBytes(of: LogBatch.formatVersion, toByteOffset: 24, as: UInt8.self)
+      h.storeBytes(of: node.littleEndian, toByteOffset: 25, as: UInt32.self)
+      h.storeBytes(of: UInt32(truncatingIfNeeded: LogBatch.textInputOverhead + text.count).littleEndian, toByteOffset: 29, as: UInt32.self)
+      h.storeBytes(of: LogBatch.textKind, toByteOffset: 33, as: UInt8.self)
+      h.storeBytes(of: connection.littleEndian, toByteOffset: 34, as: UInt64.self)
+      h.storeBytes(of: UInt32(truncatingIfNeeded: text.count).littleEndian, toByteOffset: 42, as: UInt32.self)
+      let crc = CRC32.checksum(text, continuing: CRC32.checksum(UnsafeRawBufferPointer(rebasing: h[overhead..<fixed])))
+      h.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
+    }
+    let start = w.bytes.count
+    withUnsafeBytes(of: &head) { w.raw(UnsafeRawBufferPointer(rebasing: $0[..<fixed])) }
+    w.raw(text)
+    return (start + overhead + 16)..<w.bytes.count
+  }
+}
+
 /// How a file's frames ended, when not cleanly at its end.
 public enum DataFileDamage: Equatable, Sendable {
   /// The last frame is cut short or fails its check with nothing after it: a crash

@@ -140,20 +140,26 @@ extension LogBatch {
     }
   }
 
-  /// Whether `LogBatch(decoding: encoded(), limits:)` gives this very batch back:
-  /// true for the inputs a socket produces within the limits (the shell enforces
-  /// them before logging); joins, admin actions and the rest are re-checked by their
-  /// decoder (push fields, name lengths), so for those the answer is no.
-  public func decodesUnchanged(limits: LogLimits) -> Bool {
-    guard !inputs.isEmpty, inputs.count <= limits.maxInputs else { return false }
-    for input in inputs {
-      switch input {
-      case .leave, .beat, .tick, .open, .closed: continue
-      case .text(_, let bytes): if bytes.count > limits.maxTextBytes { return false }
-      case .join, .admin, .digest, .upgrade: return false
-      }
-    }
-    return true
+  /// A text input's kind byte and its fields before the text: kind (1), connection
+  /// (8), the text's length (4).
+  static let textInputOverhead = 13
+  static let textKind: UInt8 = 6
+
+  /// The batch `bytes` hold when it is one `text` input, as `LogBatch(decoding:)` would
+  /// give it (the same checks, the text left where it lies); nil for any other batch,
+  /// which `LogBatch(decoding:)` then decides on. Most records of a relay are one
+  /// message of one socket: they are applied without a copy of the message.
+  public static func singleText(
+    _ bytes: UnsafeRawBufferPointer, limits: LogLimits
+  ) -> (node: UInt32, connection: UInt64, text: UnsafeRawBufferPointer)? {
+    let head = 9  // version, node, the input's length
+    guard bytes.count >= head + textInputOverhead, limits.maxInputs > 0, bytes[0] == formatVersion,
+      bytes[head] == textKind, Int(bytes.loadLE32(at: 5)) == bytes.count - head
+    else { return nil }
+    let textStart = head + textInputOverhead
+    let n = Int(bytes.loadLE32(at: textStart - 4))
+    guard n == bytes.count - textStart, n <= limits.maxTextBytes else { return nil }
+    return (bytes.loadLE32(at: 1), bytes.loadLE64(at: head + 1), UnsafeRawBufferPointer(rebasing: bytes[textStart...]))
   }
 
   /// Nil for bytes that are not a batch of this version within `limits`.
@@ -295,6 +301,12 @@ extension BinaryReader {
     default: return nil
     }
   }
+}
+
+extension UnsafeRawBufferPointer {
+  /// A little-endian integer at `offset` (the caller checked the bounds).
+  func loadLE32(at offset: Int) -> UInt32 { UInt32(littleEndian: loadUnaligned(fromByteOffset: offset, as: UInt32.self)) }
+  func loadLE64(at offset: Int) -> UInt64 { UInt64(littleEndian: loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
 }
 
 /// The optional-returning reads a record's decoder uses: any failure rejects the

@@ -129,26 +129,29 @@ public final class Replica {
   /// ready (the shell digests off its loop): compared when it arrives (the last few).
   var storedDigests: [(position: UInt64, digest: [UInt8])] = []
 
-  // Replicated state (in every snapshot).
+  // Replicated state (in every snapshot). `@exclusivity(unchecked)` on what every
+  // record reads and writes: a replica is used by one thread and none of these is
+  // accessed while another access to it is open, and the runtime's dynamic
+  // exclusivity bookkeeping cost more per record than the updates themselves.
   /// Position of the last record applied (the append script counts from 1).
-  public internal(set) var position: UInt64 = 0
+  @exclusivity(unchecked) public internal(set) var position: UInt64 = 0
   /// The log's clock, monotonic; `lastRawMs` is the last record's own `t`.
-  public internal(set) var clockMs: Int64 = 0
-  public internal(set) var lastRawMs: Int64 = 0
+  @exclusivity(unchecked) public internal(set) var clockMs: Int64 = 0
+  @exclusivity(unchecked) public internal(set) var lastRawMs: Int64 = 0
   /// Live nodes by number; numbers below `nextNumber` not in it are gone for good.
-  public internal(set) var nodes: [UInt32: NodeRecord] = [:]
+  @exclusivity(unchecked) public internal(set) var nodes: [UInt32: NodeRecord] = [:]
   var nextNumber: UInt32 = 1
   /// What every node of the generation shares; set by the first join.
   public internal(set) var rules: ClusterRules?
   /// Open connections per node, to end them when their node dies.
   var connectionsByNode: [UInt32: Set<UInt64>] = [:]
-  var recordsSinceSnapshot: UInt64 = 0
-  var bytesSinceSnapshot: UInt64 = 0
+  @exclusivity(unchecked) var recordsSinceSnapshot: UInt64 = 0
+  @exclusivity(unchecked) var bytesSinceSnapshot: UInt64 = 0
   /// A record that continued past a hole in positions; a second one right after it
   /// proves the hole is real (a single crafted record cannot).
-  var pendingGap: UInt64?
+  @exclusivity(unchecked) var pendingGap: UInt64?
   /// The generation was handed over (rolling upgrade): it accepts nothing more.
-  public internal(set) var sealed = false
+  @exclusivity(unchecked) public internal(set) var sealed = false
 
   /// Node numbers fit the top 24 bits of a connection id.
   static let maxNodeNumber: UInt32 = (1 << 24) - 1
@@ -180,38 +183,53 @@ public final class Replica {
 
   /// Applies one record of the log.
   public func apply(_ raw: RawRecord) -> Applied {
-    let limits = config.limits
-    return apply(
-      position: Decimal.parse(raw.position), timeMs: Decimal.parse(raw.timeMs).flatMap { Int64(exactly: $0) },
-      byteCount: raw.batch?.count ?? 0
-    ) { raw.batch.flatMap { LogBatch(decoding: $0, limits: limits) } }
+    let position = Decimal.parse(raw.position)
+    let timeMs = Decimal.parse(raw.timeMs).flatMap { Int64(exactly: $0) }
+    guard let batch = raw.batch else {
+      return apply(position: position, timeMs: timeMs, byteCount: 0) { nil }
+    }
+    return batch.withUnsafeBytes { apply(position: position, timeMs: timeMs, batch: $0) }
   }
 
   /// Applies a record whose fields are already numbers (a data file's frame,
   /// DataFile.swift): the same as `apply(_:)` of its decimal form.
   public func apply(batch bytes: ArraySlice<UInt8>, position: UInt64, timeMs: Int64) -> Applied {
+    bytes.withUnsafeBytes { apply(batch: $0, position: position, timeMs: timeMs) }
+  }
+
+  /// `apply(batch:position:timeMs:)` of bytes where they lie: a restart's file, or the
+  /// frame the durable node has just written to its turn buffer (DiskLog.swift), so
+  /// its own records take the very path of their replay.
+  public func apply(batch bytes: UnsafeRawBufferPointer, position: UInt64, timeMs: Int64) -> Applied {
+    apply(position: position, timeMs: timeMs, batch: bytes)
+  }
+
+  private func apply(position n: UInt64?, timeMs t: Int64?, batch bytes: UnsafeRawBufferPointer) -> Applied {
     let limits = config.limits
-    return apply(position: position, timeMs: timeMs, byteCount: bytes.count) {
-      LogBatch(decoding: Array(bytes), limits: limits)
+    return apply(position: n, timeMs: t, byteCount: bytes.count) {
+      if let one = LogBatch.singleText(bytes, limits: limits) { return .text(one.node, one.connection, one.text) }
+      return LogBatch(decoding: Array(bytes), limits: limits).map { .batch($0) }
     }
   }
 
-  /// Applies a record this process has just encoded from `batch` (`encoded`: its bytes):
-  /// the same as `apply(batch:position:timeMs:)` of those bytes, without decoding them
-  /// again where that would give `batch` back unchanged (`decodesUnchanged`).
-  public func apply(
-    own batch: LogBatch, encoded: ArraySlice<UInt8>, position: UInt64, timeMs: Int64
-  ) -> Applied {
-    let limits = config.limits
-    return apply(position: position, timeMs: timeMs, byteCount: encoded.count) {
-      batch.decodesUnchanged(limits: limits) ? batch : LogBatch(decoding: Array(encoded), limits: limits)
+  /// A decoded batch: one text message left where it lies (LogBatch.singleText), or
+  /// any batch.
+  private enum Decoded {
+    case text(UInt32, UInt64, UnsafeRawBufferPointer)
+    case batch(LogBatch)
+
+    var node: UInt32 {
+      switch self {
+      case .text(let node, _, _): return node
+      case .batch(let b): return b.node
+      }
     }
   }
 
   /// Every form of a record ends here: its position, its time (nil: missing or not a
   /// number), the batch's encoded length, and the batch, decoded only once the
   /// position and time are accepted (nil: malformed).
-  private func apply(position n: UInt64?, timeMs t: Int64?, byteCount: Int, batch: () -> LogBatch?) -> Applied {
+  private func apply(position n: UInt64?, timeMs t: Int64?, byteCount: Int, batch: () -> Decoded?) -> Applied {
     let before = (position: position, clockMs: clockMs)
     defer {
       if let broken = Self.violation(before: before, after: (position, clockMs)) { fatalError(broken) }
@@ -266,7 +284,7 @@ public final class Replica {
     return true
   }
 
-  private func accept(_ t: Int64?, _ decode: () -> LogBatch?, _ applied: inout Applied) {
+  private func accept(_ t: Int64?, _ decode: () -> Decoded?, _ applied: inout Applied) {
     guard let t, t > 0, t < Self.maxTimeMs else {
       applied.rejected = "time missing or out of range"
       return
@@ -275,6 +293,7 @@ public final class Replica {
       applied.rejected = "malformed batch"
       return
     }
+    let node = batch.node
     if let reason = refusal(of: batch) {
       applied.rejected = reason
       return
@@ -282,27 +301,35 @@ public final class Replica {
     let at = advanceClock(to: t)
     applied.deaths = declareDeaths(at: at)
     core.tick(at: at)
-    guard batch.node == 0 || nodes[batch.node] != nil else {
-      // Found dead at this very record: what it logged after its silence is fenced.
-      applied.rejected = "node \(batch.node) is not live"
-      applied.effects = core.takeEffects()
-      return
+    if node != 0 {
+      guard let live = nodes.index(forKey: node) else {
+        // Found dead at this very record: what it logged after its silence is fenced.
+        applied.rejected = "node \(node) is not live"
+        applied.effects = core.takeEffects()
+        return
+      }
+      // Most records share their millisecond with the one before: a read, not a write
+      // through the table, when the beat is already counted.
+      if nodes.values[live].lastSeenMs != clockMs { nodes.values[live].lastSeenMs = clockMs }
     }
-    applied.ours = localNode != 0 && batch.node == localNode
-    // Most records share their millisecond with the one before: a read, not a write
-    // through the table, when the beat is already counted.
-    if batch.node != 0, nodes[batch.node]?.lastSeenMs != clockMs { nodes[batch.node]?.lastSeenMs = clockMs }
-    for input in batch.inputs {
-      self.input(input, node: batch.node, at: at, &applied)
-      if sealed { break }
+    applied.ours = localNode != 0 && node == localNode
+    switch batch {
+    case .text(_, let c, let text):
+      receive(c, text, node: node, at: at)
+    case .batch(let batch):
+      for input in batch.inputs {
+        self.input(input, node: node, at: at, &applied)
+        if sealed { break }
+      }
     }
     applied.effects = core.takeEffects()
   }
 
   /// Why a well-formed batch is not applied, if it is not.
-  private func refusal(of batch: LogBatch) -> String? {
+  private func refusal(of batch: Decoded) -> String? {
     if sealed { return "the generation was handed over" }
-    if batch.node == 0 {
+    switch batch {
+    case .batch(let batch) where batch.node == 0:
       let control = batch.inputs.allSatisfy {
         switch $0 {
         case .join, .upgrade: return true
@@ -310,8 +337,9 @@ public final class Replica {
         }
       }
       return control ? nil : "node 0 may only join or hand over"
+    case .text(0, _, _): return "node 0 may only join or hand over"
+    default: return nodes[batch.node] == nil ? "node \(batch.node) is not live" : nil
     }
-    return nodes[batch.node] == nil ? "node \(batch.node) is not live" : nil
   }
 
   private func countTowardsSnapshot(_ byteCount: Int, _ applied: inout Applied) {
@@ -352,8 +380,7 @@ public final class Replica {
       guard Self.node(of: c) == node, connectionsByNode[node, default: []].insert(c).inserted else { return }
       core.open(ConnectionID(c), at: at)
     case .text(let c, let bytes):
-      guard Self.node(of: c) == node else { return }
-      core.receive(ConnectionID(c), text: bytes, at: at)
+      bytes.withUnsafeBytes { receive(c, $0, node: node, at: at) }
     case .closed(let c, let clean):
       guard Self.node(of: c) == node, connectionsByNode[node]?.remove(c) != nil else { return }
       core.closed(ConnectionID(c), clean: clean, at: at)
@@ -373,6 +400,12 @@ public final class Replica {
       for n in nodes.keys.sorted() { retire(n, at: at) }
       sealed = true
     }
+  }
+
+  /// A socket's message, applied where it lies (the core only reads it).
+  private func receive(_ c: UInt64, _ text: UnsafeRawBufferPointer, node: UInt32, at: Instant) {
+    guard Self.node(of: c) == node else { return }
+    core.receive(ConnectionID(c), text: text, at: at)
   }
 
   private func join(_ request: JoinRequest, at: Instant, _ applied: inout Applied) {

@@ -29,11 +29,11 @@ public struct BinaryWriter: Sendable {
   public mutating func bool(_ v: Bool) { bytes.append(v ? 1 : 0) }
 
   public mutating func u32(_ v: UInt32) {
-    withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    withUnsafeBytes(of: v.littleEndian) { raw($0) }
   }
 
   public mutating func u64(_ v: UInt64) {
-    withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    withUnsafeBytes(of: v.littleEndian) { raw($0) }
   }
 
   public mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
@@ -46,7 +46,7 @@ public struct BinaryWriter: Sendable {
   /// (a rate window's ring holds as many instants as its limit allows).
   public mutating func i64s(_ v: [Int64]) {
     #if _endian(little)
-      v.withUnsafeBytes { bytes.append(contentsOf: $0) }
+      v.withUnsafeBytes { raw($0) }
     #else
       for x in v { i64(x) }
     #endif
@@ -67,6 +67,12 @@ public struct BinaryWriter: Sendable {
 
   /// The bytes as they are, without a length: for joining parts written apart.
   public mutating func raw(_ v: some Collection<UInt8>) { bytes.append(contentsOf: v) }
+
+  /// A borrowed buffer as it is, without a length, in one copy (a raw buffer's
+  /// generic `append(contentsOf:)` copies byte by byte).
+  public mutating func raw(_ v: UnsafeRawBufferPointer) {
+    v.withMemoryRebound(to: UInt8.self) { bytes.append(contentsOf: $0) }
+  }
 
   /// Overwrites the u32 at `offset` (a length or reference known only later).
   public mutating func patchU32(_ v: UInt32, at offset: Int) {

@@ -15,6 +15,10 @@ extension DiskLog {
     tickTimer = EventLoop.Timer(loop: loop)
     retryTimer = EventLoop.Timer(loop: loop)
     armTicker()
+    // Effects performed at once (`performsAtOnce`) wait in the sockets' queues: the
+    // turn's frames are written before either flush pass. `always` holds every effect
+    // until its own commit (one `fdatasync` per turn).
+    if config.fsync != .always { loop.beforeFlush = { [unowned(unsafe) self] in self.commit() } }
   }
 
   /// Once a second: `everysec`'s `fdatasync` (one call covers the second's writes,
@@ -60,6 +64,7 @@ extension DiskLog {
   /// synced whatever `--fsync` says.
   func finish() {
     guard !stopped else { return }
+    server.loop.beforeFlush = nil
     snapshotsOnLoop = true
     if number != 0 { append(.leave, failed: nil) }
     commit()

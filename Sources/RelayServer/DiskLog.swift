@@ -11,19 +11,24 @@ import RelayCore
 /// (`Replica.snapshot()`). A restart is a replay of the same records
 /// (DiskLog+Recovery.swift), so the disk holds nothing the cluster does not define.
 ///
-/// Each record is encoded once, straight into the turn's buffer, and applied as this
-/// process holds it (`Replica.apply(own:…)`): the same outcome as its bytes read back,
-/// which is what a restart applies.
+/// Each record is encoded once, straight into the turn's buffer (a message from the
+/// socket's read buffer, its only copy), and the replica applies it from there
+/// (`Replica.apply(batch:…)`): the path of its replay after a restart.
 ///
 /// Nothing a record caused leaves the process before the record is written: the
-/// effects of every record of a loop turn are held until the turn's frames are
-/// written in one `write` (and, with `--fsync always`, one `fdatasync`: group
-/// commit), then performed in order. A write that fails (disk full, a file-size
-/// limit, an I/O error) keeps them held and makes the relay unavailable (§12:
-/// `/readyz` 503, commands `unavailable`) until a retry succeeds: nothing answered is
-/// then missing from the disk.
+/// turn's frames are written in one `write` before the loop flushes any socket
+/// (`Loop.beforeFlush`). With `--fsync always` the effects of every record of a turn
+/// are held until that write and its `fdatasync` (group commit), then performed in
+/// order; with `no|everysec` those that only queue bytes to sockets are performed at
+/// once (`performsAtOnce`), the rest held. A write that fails (disk full, a file-size
+/// limit, an I/O error) is retried at once as a snapshot when effects were performed
+/// (`coverPerformed`); while it fails, effects are held and the relay is unavailable
+/// (§12: `/readyz` 503, commands `unavailable`) until a retry succeeds: nothing
+/// answered is then missing from the disk.
 final class DiskLog: ReplicatedInputs {
-  unowned let server: RelayServer
+  /// The server outlives its input log; unowned(unsafe): no reference count to check
+  /// on every record.
+  unowned(unsafe) let server: RelayServer
   let config: DurableConfig
   let logger: Logger
   let dir: DataDir
@@ -32,9 +37,15 @@ final class DiskLog: ReplicatedInputs {
   var seed: [UInt8] = []
   var segment: AppendFile?
   /// Frames of records applied but not yet written, and what they caused.
-  var pending = BinaryWriter(capacity: 1 << 16)
-  var held: [Applied] = []
-  var snapshotDue = false
+  /// `@exclusivity(unchecked)` on the state every record touches: the loop thread's
+  /// alone, never accessed while another access to it is open, and the runtime's
+  /// dynamic exclusivity checks cost more per record than the updates.
+  @exclusivity(unchecked) var pending = BinaryWriter(capacity: 1 << 16)
+  @exclusivity(unchecked) var held: [Applied] = []
+  @exclusivity(unchecked) var performing: [Applied] = []
+  @exclusivity(unchecked) var snapshotDue = false
+  /// Effects were performed at once (`performsAtOnce`) since the last write.
+  @exclusivity(unchecked) var performedUnwritten = false
   /// A snapshot being joined and written on the thread pool (DiskLog+Snapshots.swift),
   /// and the newest one due meanwhile.
   var snapshotBusy = false
@@ -43,8 +54,8 @@ final class DiskLog: ReplicatedInputs {
   var unsynced = false
   /// The last write, sync or snapshot that failed; nil while the disk takes writes.
   var failure: FileError?
-  var appliedAtLoopMs: UInt64 = 0
-  var lastRecordLoopMs: UInt64 = 0
+  @exclusivity(unchecked) var appliedAtLoopMs: UInt64 = 0
+  @exclusivity(unchecked) var lastRecordLoopMs: UInt64 = 0
   var housekeeping: EventLoop.Timer?
   var tickTimer: EventLoop.Timer?
   var retryTimer: EventLoop.Timer?
@@ -53,7 +64,7 @@ final class DiskLog: ReplicatedInputs {
   /// on the spot: no thread pool job may be left queued.
   var snapshotsOnLoop = true
   var stopped = false
-  var stats = DiskStats()
+  @exclusivity(unchecked) var stats = DiskStats()
 
   /// How long after a failed write the relay tries again (by a snapshot, which also
   /// frees the space of the segments it covers).
@@ -71,6 +82,7 @@ final class DiskLog: ReplicatedInputs {
 
   var acceptsInputs: Bool { failure == nil && !stopped && number != 0 }
   var isBackedUp: Bool { false }
+  var takesBorrowedText: Bool { true }
 
   /// While the disk fails, only what must reach the state anyway is taken — a socket
   /// closed, time passing — and written once it works again; commands and new
@@ -83,7 +95,8 @@ final class DiskLog: ReplicatedInputs {
       default: return failed?() ?? ()
       }
     }
-    record(LogBatch(node: number, inputs: [input]))
+    let batch = LogBatch(node: number, inputs: [input])
+    record(timeMs: nil) { DataFrame.appendRecord(position: $0, timeMs: $1, batch: batch, to: &$2) }
   }
 
   /// Applies one record now and queues its frame and its effects for the commit.
@@ -91,20 +104,72 @@ final class DiskLog: ReplicatedInputs {
   /// a cluster; the replica's clock takes only its forward steps).
   @discardableResult
   func record(_ batch: LogBatch, timeMs: Int64? = nil) -> Applied {
-    guard let replica = server.replica else { return Applied() }
+    let frame = { DataFrame.appendRecord(position: $0, timeMs: $1, batch: batch, to: &$2) }
+    guard record(timeMs: timeMs, holding: true, frame: frame) else { return Applied() }
+    return held.last ?? Applied()
+  }
+
+  /// A socket's message (`takesBorrowedText`): its record is written from the read
+  /// buffer into the turn's buffer and applied from there, its only copy.
+  func text(_ id: ConnectionID, borrowed payload: UnsafeRawBufferPointer) -> Bool {
+    guard acceptsInputs else { return false }  // the copy's `append` answers `unavailable`
+    let node = number
+    record(timeMs: nil) { position, t, w in
+      DataFrame.appendTextRecord(position: position, timeMs: t, node: node, connection: id.raw, text: payload, to: &w)
+    }
+    return true
+  }
+
+  /// The frame is encoded once, at the end of the turn's buffer, and the replica
+  /// applies the batch from there: the bytes a restart replays, by the same path
+  /// (`Replica.apply(batch:…)`). False without a replica. `holding`: the effects are
+  /// held whatever `performsAtOnce` says (the caller reads the outcome, `held.last`).
+  @discardableResult
+  private func record(
+    timeMs: Int64?, holding: Bool = false, frame: (_ position: UInt64, _ timeMs: Int64, _ to: inout BinaryWriter) -> Range<Int>
+  ) -> Bool {
+    guard let replica = server.replica else { return false }
     let position = replica.position + 1
     let t = max(1, timeMs ?? Loop.wallClockMs())
-    let encoded = DataFrame.appendRecord(position: position, timeMs: t, batch: batch, to: &pending)
-    let applied = replica.apply(own: batch, encoded: pending.bytes[encoded], position: position, timeMs: t)
-    appliedAtLoopMs = server.loop.nowMs
-    lastRecordLoopMs = server.loop.nowMs
-    held.append(applied)
+    let encoded = frame(position, t, &pending)
+    let applied = pending.bytes.withUnsafeBytes {
+      replica.apply(batch: UnsafeRawBufferPointer(rebasing: $0[encoded]), position: position, timeMs: t)
+    }
+    let nowMs = server.loop.nowMs
+    appliedAtLoopMs = nowMs
+    lastRecordLoopMs = nowMs
     stats.records += 1
     if applied.snapshotDue != nil { snapshotDue = true }
     if let reason = applied.rejected {
       logger.warning("data dir record rejected by the replica", metadata: ["position": "\(position)", "reason": "\(reason)"])
     }
-    return applied
+    if !holding, performsAtOnce(applied) {
+      performedUnwritten = true
+      server.performApplied(applied)
+    } else {
+      held.append(applied)
+    }
+    return true
+  }
+
+  /// Whether a record's effects are performed as it is applied rather than held for
+  /// the commit: with `--fsync no|everysec`, while the disk takes writes and nothing
+  /// is held before them (their order), when they only queue bytes to sockets. The
+  /// loop flushes sockets only after `beforeFlush`, which writes the turn's frames
+  /// first (`commit`), so none of those bytes leaves before its record is handed to
+  /// the kernel. Webhooks, pushes, drops and HTTP answers are held: they may leave
+  /// the process on their own.
+  private func performsAtOnce(_ applied: Applied) -> Bool {
+    guard config.fsync != .always, failure == nil, held.isEmpty, performing.isEmpty, applied.admin.isEmpty else {
+      return false
+    }
+    for effect in applied.effects {
+      switch effect {
+      case .send, .close, .ping: continue
+      case .drop, .webhook, .push: return false
+      }
+    }
+    return true
   }
 
   /// End of a loop turn (and of the process): writes the turn's frames, syncs them
@@ -114,14 +179,17 @@ final class DiskLog: ReplicatedInputs {
     var passes = 0
     while !pending.bytes.isEmpty || !held.isEmpty || snapshotDue, failure == nil, passes < 4 {
       passes += 1
-      guard writePending() else { return }
+      guard writePending() else { return coverPerformed() }
+      performedUnwritten = false
       if snapshotDue {
         snapshotDue = false
         guard snapshotsOnLoop ? compact() : snapshotInBackground() else { return }
       }
-      let ready = held
-      held = []
-      for applied in ready { server.performApplied(applied) }
+      // Performed from a second array, so effects that log more records (a close)
+      // append to an empty `held`; both keep their capacity from turn to turn.
+      swap(&held, &performing)
+      for applied in performing { server.performApplied(applied) }
+      performing.removeAll(keepingCapacity: true)
     }
     armTicker()
   }
@@ -218,13 +286,25 @@ final class DiskLog: ReplicatedInputs {
   }
 
   /// A retry is a snapshot: it covers the records not yet written, and the segments
-  /// it makes obsolete free their space.
-  private func retry() {
-    guard let error = failure, !stopped else { return }
+  /// it makes obsolete free their space. True once it succeeded.
+  @discardableResult
+  private func retry() -> Bool {
+    guard let error = failure, !stopped else { return false }
     failure = nil
-    guard compact() else { return }
+    guard compact() else { return false }
     logger.notice("data dir writable again", metadata: ["after": "\(error)"])
     commit()
+    return true
+  }
+
+  /// The turn's write failed after effects were performed at once, their bytes still
+  /// queued (the flush comes after the commit): a snapshot now covers their records;
+  /// if that fails too, the sockets they were queued to are reset, so no answer of a
+  /// record the disk does not hold leaves the process (§12a: never lost by a crash).
+  private func coverPerformed() {
+    guard performedUnwritten else { return }
+    performedUnwritten = false
+    if !retry() { server.loop.resetDirtyConnections() }
   }
 }
 

@@ -22,6 +22,11 @@ protocol InputLog: AnyObject {
   func connectionID(local: UInt64) -> ConnectionID
   func open(_ conn: ServerConnection)
   func text(_ conn: ServerConnection, _ payload: [UInt8])
+  /// A text message borrowed from the read buffer (`takesBorrowedText`), taken during
+  /// the call; false: not taken now, the caller hands it over as a copy (`text(_:_:)`)
+  /// once the codec is done. The caller applies the core's effects after the codec
+  /// (`applyEffects`).
+  func text(_ id: ConnectionID, borrowed payload: UnsafeRawBufferPointer) -> Bool
   /// `clean`: the socket ended after a closing handshake.
   func closed(_ conn: ServerConnection, clean: Bool)
   /// `conn` waits for the answer; nil for an input nobody waits for (a provider's
@@ -49,6 +54,11 @@ final class LocalLog: InputLog {
   func text(_ conn: ServerConnection, _ payload: [UInt8]) {
     payload.withUnsafeBytes { server.inputText(conn.id, borrowed: $0) }
     server.applyEffects()
+  }
+
+  func text(_ id: ConnectionID, borrowed payload: UnsafeRawBufferPointer) -> Bool {
+    server.inputText(id, borrowed: payload)
+    return true
   }
 
   func closed(_ conn: ServerConnection, clean: Bool) {

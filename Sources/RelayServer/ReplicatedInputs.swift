@@ -23,6 +23,9 @@ protocol ReplicatedInputs: InputLog {
 extension ReplicatedInputs {
   var takesBorrowedText: Bool { false }
 
+  /// Only a log that takes borrowed text is handed any (the durable node, DiskLog.swift).
+  func text(_ id: ConnectionID, borrowed payload: UnsafeRawBufferPointer) -> Bool { false }
+
   /// The node's number is in the top bits, so ids are unique across nodes (and
   /// across the restarts of a durable single node: each start is a new number).
   func connectionID(local: UInt64) -> ConnectionID { Replica.connectionID(node: number, local: local) }

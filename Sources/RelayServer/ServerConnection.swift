@@ -325,8 +325,11 @@ final class ServerConnection: TCPConnectionDelegate {
         overwriting: bytes,
         onMessage: { opcode, payload in
           guard opcode == .text else { return events.append(.codec(.binary([]))) }
-          server.inputText(id, borrowed: payload)
-          events.append(.coreTookText)
+          if server.inputs.text(id, borrowed: payload) {
+            events.append(.coreTookText)
+          } else {
+            events.append(.codec(.text(Array(payload))))
+          }
         }, emit: { events.append(.codec($0)) })
     } else {
       ws.receive(overwriting: bytes) { events.append(.codec($0)) }

@@ -202,3 +202,48 @@ struct LargeFrameCapTests {
     #expect(secondRefused)
   }
 }
+
+/// `Loop.beforeFlush` runs before any queued byte is flushed, and may keep the turn's
+/// bytes from going out at all (`resetDirtyConnections`): the durable node writes its
+/// records there, and resets the sockets when the disk refuses them
+/// (RelayServer/DiskLog.swift).
+@Suite struct BeforeFlushTests {
+  @Test func runsBeforeTheTurnsBytesAreWritten() {
+    let fixture = LoopFixture()
+    var queuedAtHook: [Int] = []
+    var received: [UInt8] = []
+    fixture.connectedPair { server, client in
+      fixture.loop.beforeFlush = { queuedAtHook.append(server.queuedBytes) }
+      client.onRead = { bytes in
+        received += bytes
+        fixture.loop.beforeFlush = nil
+        server.close()
+        client.close()
+      }
+      client.startReading()
+      server.write(Array("answer".utf8))
+    }
+    fixture.runAndClose()
+    #expect(received == Array("answer".utf8))
+    #expect(queuedAtHook.contains(6), "the hook ran while the bytes were still queued: \(queuedAtHook)")
+  }
+
+  @Test func resetDirtyConnectionsDropsTheTurnsBytesUnsent() {
+    let fixture = LoopFixture()
+    var received: [UInt8] = []
+    var clientReason: CloseReason?
+    fixture.connectedPair { server, client in
+      fixture.loop.beforeFlush = {
+        fixture.loop.beforeFlush = nil
+        fixture.loop.resetDirtyConnections()
+      }
+      client.onRead = { received += $0 }
+      client.onClose = { clientReason = $0 }
+      client.startReading()
+      server.write(Array("not on disk".utf8))
+    }
+    fixture.runAndClose()
+    #expect(received.isEmpty)
+    #expect(clientReason?.error == .connectionReset)
+  }
+}

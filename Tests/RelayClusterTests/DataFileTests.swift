@@ -68,13 +68,18 @@ import Testing
     #expect(count == batches.count && reader.damage == nil)
   }
 
-  /// Only what decoding gives back unchanged may skip the decoder.
-  @Test func batchesThatDecodeUnchangedAreThoseASocketProduces() {
+  /// Only a batch of exactly one message within the limit is read in place; the rest
+  /// goes to the decoder.
+  @Test func onlyOneMessageWithinTheLimitIsReadInPlace() {
     let limits = LogLimits(maxTextBytes: 4)
-    #expect(LogBatch(node: 1, inputs: [.text(connection: 1, [1, 2, 3, 4]), .beat, .open(connection: 1)]).decodesUnchanged(limits: limits))
-    #expect(!LogBatch(node: 1, inputs: [.text(connection: 1, [1, 2, 3, 4, 5])]).decodesUnchanged(limits: limits))
-    #expect(!LogBatch(node: 1, inputs: []).decodesUnchanged(limits: limits))
-    #expect(!LogBatch(node: 1, inputs: [.admin(request: 1, .createSession)]).decodesUnchanged(limits: limits))
+    func single(_ batch: LogBatch) -> (node: UInt32, connection: UInt64, text: [UInt8])? {
+      batch.encoded().withUnsafeBytes { b in LogBatch.singleText(b, limits: limits).map { ($0.node, $0.connection, Array($0.text)) } }
+    }
+    let one = single(LogBatch(node: 3, inputs: [.text(connection: 9, [1, 2, 3, 4])]))
+    #expect(one?.node == 3 && one?.connection == 9 && one?.text == [1, 2, 3, 4])
+    #expect(single(LogBatch(node: 3, inputs: [.text(connection: 9, [1, 2, 3, 4, 5])])) == nil)
+    #expect(single(LogBatch(node: 3, inputs: [.text(connection: 9, [1]), .beat])) == nil)
+    #expect(single(LogBatch(node: 3, inputs: [.open(connection: 9)])) == nil)
     for batch in [LogBatch(node: 1, inputs: [.text(connection: 1, [1, 2, 3, 4]), .closed(connection: 1, clean: false)])] {
       #expect(LogBatch(decoding: batch.encoded(), limits: limits) == batch)
     }

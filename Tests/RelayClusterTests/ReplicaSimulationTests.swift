@@ -218,9 +218,9 @@ private struct World {
     #expect(restored.snapshot() == reference.replica.snapshot())
   }
 
-  /// The durable node applies its own records as it holds them (`apply(own:)`) and a
-  /// restart applies a data file's numeric frames (`apply(batch:)`): both must do
-  /// exactly what the record's bytes do, crafted and rejected records included.
+  /// The durable node applies its own records from its turn buffer and a restart
+  /// applies a data file's numeric frames (`apply(batch:)`): both must do exactly what
+  /// the record's bytes do, crafted and rejected records included.
   @Test(arguments: Array(UInt64(1)...UInt64(20)))
   func everyFormOfARecordAppliesAlike(seed: UInt64) {
     var world = World(seed: seed)
@@ -236,9 +236,7 @@ private struct World {
         continue
       }
       #expect(fingerprint(forms[1].apply(batch: bytes[...], position: p, timeMs: t)) == reference, "seed \(seed)")
-      let own = LogBatch(decoding: bytes, limits: forms[2].config.limits)
-      let applied = own.map { forms[2].apply(own: $0, encoded: bytes[...], position: p, timeMs: t) } ?? forms[2].apply(raw)
-      #expect(fingerprint(applied) == reference, "seed \(seed)")
+      #expect(fingerprint(applyAsOwnRecord(forms[2], bytes, position: p, timeMs: t)) == reference, "seed \(seed)")
     }
     #expect(forms[1].snapshot() == forms[0].snapshot())
     #expect(forms[2].snapshot() == forms[0].snapshot())

@@ -130,3 +130,31 @@ async def test_a_full_disk_makes_the_relay_unavailable_then_it_recovers(tmp_path
     got = [e["data"]["n"] for e in replayed if e["type"] == "message" and e["from"] == "writer"]
     assert got == [last - 3, last - 2, last - 1, last], got
     relay.terminate()
+
+
+async def test_everysec_a_failed_write_is_covered_by_a_snapshot_before_any_answer_leaves(tmp_path):
+    # `--fsync everysec` sends answers without holding them for the turn's write; when
+    # that write fails (the segment reaches the 48 KiB file limit) a snapshot of the
+    # state is written at once, before the flush: every answer sent is on disk.
+    flags = [*FLAGS, "--replay-bytes", "8192", "--fsync", "everysec"]
+    relay = DurableRelay(tmp_path / "data", *flags, preexec_fn=file_limit(48 << 10))
+    writer, _, _ = await member(relay, "writer")
+    observer, welcome, _ = await member(relay, "observer")
+    seqs: dict[int, int] = {}
+    total = 120  # ~110 KiB of records: the limit is reached more than once
+    for n in range(total):
+        await writer.send({"type": "message.send", "id": f"w-{n}", "session": "room", "data": {"n": n, "pad": "x" * 900}})
+        assert (await writer.recv_type("ok", timeout=10))["re"] == f"w-{n}"
+    while len(seqs) < total:
+        e = await observer.recv(timeout=5)
+        if e.get("type") == "message":
+            seqs[e["data"]["n"]] = e["seq"]
+    output = relay.output()
+    assert "data dir write failed" in output and "data dir writable again" in output, output
+    relay.kill()
+    relay = DurableRelay(relay.data_dir, *flags)
+    last = total - 1
+    replayed = await replay(relay, "observer", welcome, seqs[last - 4])
+    got = [e["data"]["n"] for e in replayed if e["type"] == "message" and e["from"] == "writer"]
+    assert got == [last - 3, last - 2, last - 1, last], got
+    relay.terminate()
