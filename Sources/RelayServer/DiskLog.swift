@@ -157,7 +157,7 @@ final class DiskLog: ReplicatedInputs {
   /// is held before them (their order), when they only queue bytes to sockets. The
   /// loop flushes sockets only after `beforeFlush`, which writes the turn's frames
   /// first (`commit`), so none of those bytes leaves before its record is handed to
-  /// the kernel. Webhooks, pushes, drops and HTTP answers are held: they may leave
+  /// the kernel. Webhooks, pushes and HTTP answers are held: they may leave
   /// the process on their own.
   private func performsAtOnce(_ applied: Applied) -> Bool {
     guard config.fsync != .always, failure == nil, held.isEmpty, performing.isEmpty, applied.admin.isEmpty else {
@@ -165,8 +165,8 @@ final class DiskLog: ReplicatedInputs {
     }
     for effect in applied.effects {
       switch effect {
-      case .send, .close, .ping: continue
-      case .drop, .webhook, .push: return false
+      case .send, .close: continue
+      case .webhook, .push: return false
       }
     }
     return true
