@@ -63,10 +63,21 @@ public struct SnapshotParts: Sendable {
 
   /// The bytes in order: O(snapshot), for off the loop.
   public func joined() -> [UInt8] {
-    var joiner = SnapshotJoiner(parts: self, capacity: capacity)
+    var joiner = SnapshotJoiner(parts: self, capacity: capacity, pieceBytes: Int.max)
     joiner.numberProfiles()
     joiner.write()
     return joiner.out.bytes
+  }
+
+  /// The bytes of `joined()` in pieces of `pieceBytes` (the last one shorter), never
+  /// held in one array: a snapshot of hundreds of megabytes is uploaded piece by
+  /// piece, and one allocation of its whole size (and its release) is avoided.
+  public func joined(pieceBytes: Int) -> [[UInt8]] {
+    precondition(pieceBytes > 0, "pieces of at least one byte")
+    var joiner = SnapshotJoiner(parts: self, capacity: min(capacity, 2 * pieceBytes), pieceBytes: pieceBytes)
+    joiner.numberProfiles()
+    joiner.write()
+    return joiner.finishPieces()
   }
 }
 
@@ -77,10 +88,49 @@ private struct SnapshotJoiner {
   /// Final profile numbers: first use over the whole snapshot.
   private var numbered: [Profile] = []
   private var number: [ObjectIdentifier: UInt32] = [:]
+  /// Full pieces already cut from the front of `out` (`spill()`), and their bytes.
+  private var pieces: [[UInt8]] = []
+  private let pieceBytes: Int
+  private var spilled = 0
 
-  init(parts: SnapshotParts, capacity: Int) {
+  init(parts: SnapshotParts, capacity: Int, pieceBytes: Int) {
     self.parts = parts
+    self.pieceBytes = pieceBytes
     out = BinaryWriter(capacity: capacity)
+  }
+
+  /// Cuts the full pieces off the front of `out`. Called only where no patch of
+  /// bytes already written is pending (between sections and events), except the
+  /// snapshot's length, which `write()` patches through `patchU32(_:atTotal:)`.
+  private mutating func spill() {
+    guard out.bytes.count >= pieceBytes else { return }
+    var at = 0
+    while out.bytes.count - at >= pieceBytes {
+      pieces.append(Array(out.bytes[at..<(at + pieceBytes)]))
+      at += pieceBytes
+    }
+    out.removeFirst(at)
+    spilled += at
+  }
+
+  /// The bytes written so far, cut and uncut.
+  private var total: Int { spilled + out.bytes.count }
+
+  /// Overwrites the u32 at `offset` of the whole output, cut or not.
+  private mutating func patchU32(_ v: UInt32, atTotal offset: Int) {
+    guard offset < spilled else { return out.patchU32(v, at: offset - spilled) }
+    for i in 0..<4 {
+      let at = offset + i
+      let byte = UInt8(truncatingIfNeeded: v >> UInt32(8 * i))
+      if at < spilled { pieces[at / pieceBytes][at % pieceBytes] = byte } else { out.patchByte(byte, at: at - spilled) }
+    }
+  }
+
+  /// Every piece, the uncut rest last (none when the output is empty).
+  mutating func finishPieces() -> [[UInt8]] {
+    spill()
+    if !out.bytes.isEmpty { pieces.append(out.bytes) }
+    return pieces
   }
 
   /// Numbers every profile in first-use order over the joined bytes: the references
@@ -120,7 +170,7 @@ private struct SnapshotJoiner {
       out.raw(header)
       out.u32(0)  // the length, once known
     }
-    let start = out.bytes.count
+    let start = total
     var from = 0
     var ref = 0
     // Sessions come in snapshot order: the eviction records name them by index.
@@ -133,6 +183,7 @@ private struct SnapshotJoiner {
       case .profiles:
         out.count(numbered.count)
         for p in numbered { out.profile(p) }
+        spill()
       case .replay(let log):
         if let oldest = log.oldestSeq { logs[log.serial] = (sessionIndex, oldest) }
         sessionIndex += 1
@@ -141,10 +192,11 @@ private struct SnapshotJoiner {
         let records = ReplayBudget.liveRecords(order, logs: logs)
         out.count(records.count)
         for i in records { out.u32(i) }
+        spill()
       }
     }
     copyWritten(from..<parts.written.count, ref: &ref)
-    if parts.header != nil { out.patchU32(UInt32(out.bytes.count - start), at: start - 4) }
+    if parts.header != nil { patchU32(UInt32(total - start), atTotal: start - 4) }
   }
 
   /// `written[range]`, its profile references renumbered.
@@ -156,6 +208,7 @@ private struct SnapshotJoiner {
       out.patchU32(finalNumber(parts.profiles[Int(localRef(at: at))]), at: at + shift)
       ref += 1
     }
+    spill()
   }
 
   private mutating func replay(_ log: ReplayCapture) {
@@ -172,6 +225,7 @@ private struct SnapshotJoiner {
         out.u32(finalNumber(p))
         out.i64(wallMs)
       }
+      spill()
     }
   }
 }

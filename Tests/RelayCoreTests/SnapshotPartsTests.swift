@@ -93,4 +93,22 @@ import Testing
     #expect(try r.bytes() == bytes)
     try r.expectEnd()
   }
+
+  /// `joined(pieceBytes:)`: every piece but the last exactly that long, and the pieces
+  /// in order are the joined bytes, whatever the size (pieces cut inside the profile
+  /// table, a replay event, the eviction records, the skeleton; the framed length
+  /// patched into a piece already cut, with a header of one byte or several).
+  @Test func piecesAreTheJoinedBytesCut() {
+    let h = Self.busyCore()
+    for header in [[], [0xAA], [0xAA, 0xBB, 0xCC]] as [[UInt8]] {
+      let parts = header.isEmpty ? h.core.snapshotParts() : h.core.snapshotParts().framed(by: header)
+      let whole = parts.joined()
+      for size in [1, 2, 3, 5, 7, 64, 1_000, 4_096, whole.count - 1, whole.count, whole.count + 1] {
+        let pieces = parts.joined(pieceBytes: size)
+        #expect(pieces.dropLast().allSatisfy { $0.count == size }, "piece size \(size)")
+        #expect(pieces.last.map { $0.count >= 1 && $0.count <= size } == true, "last piece, size \(size)")
+        #expect(Array(pieces.joined()) == whole, "pieces of \(size), header \(header.count)")
+      }
+    }
+  }
 }
