@@ -51,21 +51,20 @@ struct SnapshotWriter {
   private var profileIndex: [ObjectIdentifier: UInt32] = [:]
   /// Where `out` holds a profile reference.
   private(set) var profileRefs: [Int] = []
-  let connections: [Connection]
   let sessions: [Session]
 
   init(core: RelayCore) {
     self.core = core
-    connections = core.connections.values.sorted { $0.id < $1.id }
     sessions = core.sessions.keys.sorted().compactMap { core.sessions[$0] }
   }
 
   mutating func writeCore() {
     out.u8(RelayCore.snapshotVersion)
     sections.append((out.bytes.count, .profiles))
-    out.count(connections.count)
-    for c in connections { connection(c) }
-    userConnections()
+    // Connections and users are captured as values, sorted and written by `joined()`:
+    // the loop's share is one copy per connection, no sorting, no encoding.
+    sections.append((out.bytes.count, .connections(core.connections.values.map(ConnectionRecord.init))))
+    sections.append((out.bytes.count, .userConnections(UserConnections(core.userConnections))))
     grantedSessions(core.grantedSessions)
     out.count(sessions.count)
     for s in sessions { session(s) }
@@ -94,21 +93,6 @@ struct SnapshotWriter {
 
   // MARK: Connections and users
 
-  mutating func connection(_ c: Connection) {
-    out.u64(c.id.raw)
-    out.bool(c.profile != nil)
-    if let p = c.profile { profileRef(p) }
-    out.count(c.sessions.count)
-    for id in c.sessions { out.string(id) }
-    out.i64(c.lastInboundMonoMs)
-    out.u8(Self.phaseCode(c.phase))
-    out.bool(c.tokenSpent)
-    out.bool(c.background)
-    out.optional(c.device) { $0.string($1) }
-    out.u32(UInt32(clamping: c.badMessages))
-    rateWindow(c.joinWindow)
-  }
-
   static func phaseCode(_ phase: ConnectionPhase) -> UInt8 {
     switch phase {
     case .awaitingHello: return 0
@@ -117,26 +101,7 @@ struct SnapshotWriter {
     }
   }
 
-  mutating func rateWindow(_ window: RateWindow) {
-    let kept = window.kept
-    out.count(kept.times.count)
-    out.i64s(kept.times)
-    out.u32(UInt32(clamping: kept.oldest))
-  }
-
-  /// Per user (sorted), its connections in hello order: the order calls ring them in.
-  private mutating func userConnections() {
-    var uids: [String] = []
-    for c in connections { if let uid = c.uid { uids.append(uid) } }
-    let sorted = Array(Set(uids)).sorted()
-    out.count(sorted.count)
-    for uid in sorted {
-      let list = core.userConnections.elements(withKey: uid)
-      out.string(uid)
-      out.count(list.count)
-      for c in list { out.u64(c.id.raw) }
-    }
-  }
+  mutating func rateWindow(_ window: RateWindow) { out.rateWindow(window) }
 
   mutating func grantedSessions(_ grants: [String: Set<String>]) {
     out.count(grants.count)
@@ -393,6 +358,40 @@ extension SnapshotWriter {
 }
 
 extension BinaryWriter {
+  mutating func rateWindow(_ window: RateWindow) {
+    let kept = window.kept
+    count(kept.times.count)
+    i64s(kept.times)
+    u32(UInt32(clamping: kept.oldest))
+  }
+
+  /// One connection, its profile as `profile` numbers it (written by `joined()`).
+  mutating func connection(_ c: ConnectionRecord, profile number: (Profile) -> UInt32) {
+    u64(c.id)
+    bool(c.profile != nil)
+    if let p = c.profile { u32(number(p)) }
+    count(c.sessions.count)
+    for id in c.sessions { string(id) }
+    i64(c.lastInboundMonoMs)
+    u8(c.phase)
+    bool(c.tokenSpent)
+    bool(c.background)
+    optional(c.device) { $0.string($1) }
+    u32(c.badMessages)
+    rateWindow(c.joinWindow)
+  }
+
+  /// Per user (sorted), its connections in hello order: the order calls ring them in.
+  mutating func userConnections(_ users: UserConnections) {
+    let groups = users.grouped()
+    count(groups.count)
+    for (uid, ids) in groups {
+      string(uid)
+      count(ids.count)
+      for id in ids { u64(id) }
+    }
+  }
+
   /// One entry of the profile table (written by `SnapshotParts.joined()`).
   mutating func profile(_ p: Profile) {
     string(p.uid)

@@ -10,10 +10,63 @@
 
 import RelayPrimitives
 
+/// A connection as a snapshot writes it (SnapshotEncode.swift), copied on the loop.
+struct ConnectionRecord: Sendable {
+  let id: UInt64
+  let profile: Profile?
+  let sessions: SmallList<String>
+  let lastInboundMonoMs: Int64
+  let phase: UInt8
+  let tokenSpent: Bool
+  let background: Bool
+  let device: String?
+  let badMessages: UInt32
+  let joinWindow: RateWindow
+
+  init(_ c: Connection) {
+    id = c.id.raw
+    profile = c.profile
+    sessions = c.sessions
+    lastInboundMonoMs = c.lastInboundMonoMs
+    phase = SnapshotWriter.phaseCode(c.phase)
+    tokenSpent = c.tokenSpent
+    background = c.background
+    device = c.device
+    badMessages = UInt32(clamping: c.badMessages)
+    joinWindow = c.joinWindow
+  }
+}
+
+/// The users' connections, captured in one pass over the multimap (each user's in
+/// hello order, users interleaved), grouped and sorted by `joined()`.
+struct UserConnections: Sendable {
+  let pairs: [(uid: String, id: UInt64)]
+
+  init(_ table: RefTable<ConnectionsByUid>) {
+    pairs = table.inRunOrder().map { ($0.uid ?? "", $0.id.raw) }
+  }
+
+  /// Users in ascending order, each with its connections in hello order.
+  func grouped() -> [(uid: String, ids: [UInt64])] {
+    let order = pairs.indices.sorted { (pairs[$0].uid, $0) < (pairs[$1].uid, $1) }
+    var groups: [(uid: String, ids: [UInt64])] = []
+    for i in order {
+      if groups.last?.uid == pairs[i].uid { groups[groups.count - 1].ids.append(pairs[i].id) } else {
+        groups.append((pairs[i].uid, [pairs[i].id]))
+      }
+    }
+    return groups
+  }
+}
+
 /// A part of a snapshot that the loop captured and `joined()` writes.
 enum DeferredSection: Sendable {
   /// The profile table: every profile the snapshot refers to, in first-use order.
   case profiles
+  /// Every connection, in any order (written by id).
+  case connections([ConnectionRecord])
+  /// Each user's connections.
+  case userConnections(UserConnections)
   /// One session's replay log.
   case replay(ReplayCapture)
   /// The replay budget's live eviction records, as session indexes.
@@ -51,12 +104,16 @@ public struct SnapshotParts: Sendable {
     return framed
   }
 
-  /// An upper bound of the joined length, for one allocation.
+  /// About the joined length, for one allocation.
   private var capacity: Int {
     let replay = sections.reduce(0) { sum, entry in
-      guard case .replay(let log) = entry.section else { return sum }
+      switch entry.section {
       // Per event: at most the log's own cost of it, plus 4 for its eviction record.
-      return sum + 12 + log.bytes + 4 * log.events.count
+      case .replay(let log): return sum + 12 + log.bytes + 4 * log.events.count
+      case .connections(let all): return sum + 128 * all.count
+      case .userConnections(let users): return sum + 32 * users.pairs.count
+      default: return sum
+      }
     }
     return (header?.count ?? 0) + 4 + written.count + replay + 128 * profiles.count
   }
@@ -133,8 +190,11 @@ private struct SnapshotJoiner {
     return pieces
   }
 
+  /// The captured connections by id (`numberProfiles()` sorts them).
+  private var connections: [ConnectionRecord] = []
+
   /// Numbers every profile in first-use order over the joined bytes: the references
-  /// in `written` and in the replay sections, in their order.
+  /// in `written`, in the connections and in the replay sections, in their order.
   mutating func numberProfiles() {
     var ref = 0
     for (at, section) in parts.sections {
@@ -142,8 +202,14 @@ private struct SnapshotJoiner {
         use(parts.profiles[Int(localRef(at: parts.profileRefs[ref]))])
         ref += 1
       }
-      guard case .replay(let log) = section else { continue }
-      log.events.forEach { event in if case .joined(let p, _) = event.body { use(p) } }
+      switch section {
+      case .connections(let all):
+        connections = all.sorted { $0.id < $1.id }
+        for c in connections { if let p = c.profile { use(p) } }
+      case .replay(let log):
+        log.events.forEach { event in if case .joined(let p, _) = event.body { use(p) } }
+      default: continue
+      }
     }
     for at in parts.profileRefs[ref...] { use(parts.profiles[Int(localRef(at: at))]) }
   }
@@ -155,7 +221,9 @@ private struct SnapshotJoiner {
     numbered.append(p)
   }
 
-  private func finalNumber(_ p: Profile) -> UInt32 {
+  private func finalNumber(_ p: Profile) -> UInt32 { Self.finalNumber(p, number) }
+
+  private static func finalNumber(_ p: Profile, _ number: [ObjectIdentifier: UInt32]) -> UInt32 {
     guard let n = number[ObjectIdentifier(p)] else { preconditionFailure("profile not numbered") }
     return n
   }
@@ -183,6 +251,16 @@ private struct SnapshotJoiner {
       case .profiles:
         out.count(numbered.count)
         for p in numbered { out.profile(p) }
+        spill()
+      case .connections:
+        out.count(connections.count)
+        let numbers = number  // not `self` inside the closure: `out` is being written
+        for c in connections {
+          out.connection(c) { Self.finalNumber($0, numbers) }
+          spill()
+        }
+      case .userConnections(let users):
+        out.userConnections(users)
         spill()
       case .replay(let log):
         if let oldest = log.oldestSeq { logs[log.serial] = (sessionIndex, oldest) }

@@ -111,4 +111,26 @@ import Testing
       }
     }
   }
+
+  /// The users' connections are captured in one pass over the multimap and grouped
+  /// off the loop: the same lists, in the same order, as a lookup per user gives
+  /// (the table's probe runs wrap past its end at some sizes: every size is checked),
+  /// also after some connections closed.
+  @Test func userConnectionsAreGroupedAsLookedUp() {
+    let h = Harness { $0.heartbeatsInShell = true }
+    func check(_ label: String) {
+      let table = h.core.userConnections
+      let uids = Set(h.core.connections.values.compactMap(\.uid)).sorted()
+      let expected = uids.map { uid in (uid, table.elements(withKey: uid).map(\.id.raw)) }
+      let grouped = UserConnections(table).grouped()
+      #expect(grouped.map(\.uid) == expected.map(\.0), "\(label)")
+      #expect(grouped.map(\.ids) == expected.map(\.1), "\(label)")
+    }
+    for n in 1...300 {
+      h.connect(UInt64(n), uid: "u\((n * 7) % 97)")
+      check("\(n) connections")
+    }
+    for n in stride(from: 3, through: 300, by: 5) { h.core.closed(ConnectionID(UInt64(n)), clean: true, at: h.now) }
+    check("after closes")
+  }
 }
