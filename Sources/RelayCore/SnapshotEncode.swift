@@ -34,8 +34,7 @@ extension RelayCore {
   public func snapshotParts() -> SnapshotParts {
     var writer = SnapshotWriter(core: self)
     writer.writeCore()
-    return SnapshotParts(
-      written: writer.out.bytes, profiles: writer.profiles, profileRefs: writer.profileRefs, sections: writer.sections)
+    return SnapshotParts(written: writer.out.bytes, sections: writer.sections)
   }
 }
 
@@ -45,12 +44,6 @@ struct SnapshotWriter {
   var out = BinaryWriter(capacity: 4_096)
   /// The sections `joined()` writes after the bytes before them (SnapshotParts).
   private(set) var sections: [(at: Int, section: DeferredSection)] = []
-  /// The profiles `out` refers to, in first use within `out` (the final numbering,
-  /// which counts the replay logs' profiles too, is `joined()`'s).
-  private(set) var profiles: [Profile] = []
-  private var profileIndex: [ObjectIdentifier: UInt32] = [:]
-  /// Where `out` holds a profile reference.
-  private(set) var profileRefs: [Int] = []
   let sessions: [Session]
 
   init(core: RelayCore) {
@@ -74,21 +67,6 @@ struct SnapshotWriter {
     coreStats(core.counters)
     deadlines(core.deadlines)
     pushRegistry(core.push)
-  }
-
-  // MARK: Profiles
-
-  /// Numbered in first use; each reference is recorded, to be renumbered when the
-  /// replay logs' profiles are known (`joined()`).
-  private mutating func profileRef(_ p: Profile) {
-    let key = ObjectIdentifier(p)
-    let index = profileIndex[key] ?? UInt32(profiles.count)
-    if index == profiles.count {
-      profileIndex[key] = index
-      profiles.append(p)
-    }
-    profileRefs.append(out.bytes.count)
-    out.u32(index)
   }
 
   // MARK: Connections and users
@@ -118,25 +96,14 @@ struct SnapshotWriter {
   mutating func session(_ s: Session) {
     out.string(s.id)
     out.i64(s.seq)
-    out.count(s.members.count)
-    for m in s.members { participant(m) }
+    // Members and their rate windows are copied as values (no profile numbering, no
+    // sorting here): `joined()` writes them.
+    sections.append((out.bytes.count, .members(s.members.map(MemberRecord.init))))
     out.count(s.hands.count)
     for h in s.hands { hand(h) }
-    let windows = s.sortedWindows
-    out.count(windows.count)
-    for (uid, w) in windows {
-      out.string(uid)
-      rateWindow(w.hand)
-      rateWindow(w.message)
-    }
+    sections.append((out.bytes.count, .windows(s.windowRecords)))
     rateWindow(s.churnWindow)
     replayLog(s.replay)
-  }
-
-  mutating func participant(_ p: Participant) {
-    profileRef(p.profile)
-    out.i64(p.joinedAtWallMs)
-    out.optional(p.connection) { $0.u64($1.raw) }
   }
 
   mutating func hand(_ h: Hand) {
@@ -379,6 +346,27 @@ extension BinaryWriter {
     optional(c.device) { $0.string($1) }
     u32(c.badMessages)
     rateWindow(c.joinWindow)
+  }
+
+  /// A session's members in join order, each profile as `number` numbers it.
+  mutating func members(_ all: [MemberRecord], profile number: (Profile) -> UInt32) {
+    count(all.count)
+    for m in all {
+      u32(number(m.profile))
+      i64(m.joinedAtWallMs)
+      optional(m.connection) { $0.u64($1) }
+    }
+  }
+
+  /// A session's rate windows by uid in ascending order (hash order would differ
+  /// between processes).
+  mutating func windows(_ all: [WindowRecord]) {
+    count(all.count)
+    for w in all.sorted(by: { $0.uid < $1.uid }) {
+      string(w.uid)
+      rateWindow(w.hand)
+      rateWindow(w.message)
+    }
   }
 
   /// Per user (sorted), its connections in hello order: the order calls ring them in.

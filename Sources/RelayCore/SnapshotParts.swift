@@ -1,12 +1,13 @@
 // Snapshot bytes before they are written in full (docs/cluster.md, "Bounded history").
-// Taking a snapshot on the event loop must cost the state's skeleton, not its replay
-// history: the loop writes everything but the replay logs, and captures each log as
-// it is (`ReplayChunks`: O(1) per session, the events shared, not visited) and the
-// replay budget's eviction order (plain values, shared too). `joined()` — wherever
-// the caller runs it, off the loop — writes the replay sections from the captured
-// logs, the profile table in front (profiles are numbered in first use, and
-// `participant.joined` entries use profiles too) and the eviction order, and gives
-// exactly the bytes one sequential writer would have: the format does not change.
+// Taking a snapshot on the event loop must cost little whatever the state: the loop
+// writes the small fixed parts, and captures the rest as values without encoding,
+// sorting or numbering anything: each session's replay log as it is (`ReplayChunks`:
+// O(1) per session, the events shared, not visited), the replay budget's eviction
+// order, and one plain copy per connection, per member and per rate window (no
+// hashing: the profile table's numbering and every sort are left to `joined()`).
+// `joined()` — wherever the caller runs it, off the loop — numbers the profiles in
+// first use, writes the profile table in front, the captured sections in order, and
+// gives exactly the bytes one sequential writer would have: the format does not change.
 
 import RelayPrimitives
 
@@ -35,6 +36,26 @@ struct ConnectionRecord: Sendable {
     badMessages = UInt32(clamping: c.badMessages)
     joinWindow = c.joinWindow
   }
+}
+
+/// A session member as a snapshot writes it, copied on the loop.
+struct MemberRecord: Sendable {
+  let profile: Profile
+  let joinedAtWallMs: Int64
+  let connection: UInt64?
+
+  init(_ p: Participant) {
+    profile = p.profile
+    joinedAtWallMs = p.joinedAtWallMs
+    connection = p.connection?.raw
+  }
+}
+
+/// A member's §7 / §7a rate windows, copied on the loop.
+struct WindowRecord: Sendable {
+  let uid: String
+  let hand: RateWindow
+  let message: RateWindow
 }
 
 /// The users' connections, captured in one pass over the multimap (each user's in
@@ -67,6 +88,10 @@ enum DeferredSection: Sendable {
   case connections([ConnectionRecord])
   /// Each user's connections.
   case userConnections(UserConnections)
+  /// One session's members, in join order.
+  case members([MemberRecord])
+  /// One session's rate windows, in any order (written by uid).
+  case windows([WindowRecord])
   /// One session's replay log.
   case replay(ReplayCapture)
   /// The replay budget's live eviction records, as session indexes.
@@ -76,23 +101,16 @@ enum DeferredSection: Sendable {
 /// A snapshot as written bytes plus sections to be written later. Sendable: all of it
 /// is immutable values, safe to finish on another thread.
 public struct SnapshotParts: Sendable {
-  /// What the loop wrote. A profile reference in it is a u32 numbering profiles in
-  /// their first use within `written` alone (`profiles`), renumbered when joined.
+  /// What the loop wrote: no profile reference (every one is in a section).
   let written: [UInt8]
-  /// The profiles `written` refers to, by that numbering.
-  let profiles: [Profile]
-  /// Where `written` holds a profile reference, ascending.
-  let profileRefs: [Int]
   /// Each section comes right after `written[0..<at]`; `at` never decreases.
   let sections: [(at: Int, section: DeferredSection)]
   /// Written before the snapshot, followed by the snapshot's length as a u32
   /// (`framed(by:)`).
   private(set) var header: [UInt8]?
 
-  init(written: [UInt8], profiles: [Profile], profileRefs: [Int], sections: [(at: Int, section: DeferredSection)]) {
+  init(written: [UInt8], sections: [(at: Int, section: DeferredSection)]) {
     self.written = written
-    self.profiles = profiles
-    self.profileRefs = profileRefs
     self.sections = sections
   }
 
@@ -112,10 +130,12 @@ public struct SnapshotParts: Sendable {
       case .replay(let log): return sum + 12 + log.bytes + 4 * log.events.count
       case .connections(let all): return sum + 128 * all.count
       case .userConnections(let users): return sum + 32 * users.pairs.count
+      case .members(let all): return sum + 4 + 128 * all.count  // a profile's table entry too
+      case .windows(let all): return sum + 4 + 64 * all.count
       default: return sum
       }
     }
-    return (header?.count ?? 0) + 4 + written.count + replay + 128 * profiles.count
+    return (header?.count ?? 0) + 4 + written.count + replay
   }
 
   /// The bytes in order: O(snapshot), for off the loop.
@@ -194,24 +214,20 @@ private struct SnapshotJoiner {
   private var connections: [ConnectionRecord] = []
 
   /// Numbers every profile in first-use order over the joined bytes: the references
-  /// in `written`, in the connections and in the replay sections, in their order.
+  /// in the connections, members and replay sections, in their order.
   mutating func numberProfiles() {
-    var ref = 0
-    for (at, section) in parts.sections {
-      while ref < parts.profileRefs.count, parts.profileRefs[ref] < at {
-        use(parts.profiles[Int(localRef(at: parts.profileRefs[ref]))])
-        ref += 1
-      }
+    for (_, section) in parts.sections {
       switch section {
       case .connections(let all):
         connections = all.sorted { $0.id < $1.id }
         for c in connections { if let p = c.profile { use(p) } }
+      case .members(let all):
+        for m in all { use(m.profile) }
       case .replay(let log):
         log.events.forEach { event in if case .joined(let p, _) = event.body { use(p) } }
       default: continue
       }
     }
-    for at in parts.profileRefs[ref...] { use(parts.profiles[Int(localRef(at: at))]) }
   }
 
   private mutating func use(_ p: Profile) {
@@ -228,11 +244,6 @@ private struct SnapshotJoiner {
     return n
   }
 
-  /// The u32 the loop wrote at `at` (little-endian, `BinaryWriter.u32`).
-  private func localRef(at: Int) -> UInt32 {
-    (0..<4).reduce(UInt32(0)) { $0 | UInt32(parts.written[at + $1]) << UInt32(8 * $1) }
-  }
-
   mutating func write() {
     if let header = parts.header {
       out.raw(header)
@@ -240,12 +251,11 @@ private struct SnapshotJoiner {
     }
     let start = total
     var from = 0
-    var ref = 0
     // Sessions come in snapshot order: the eviction records name them by index.
     var logs: [UInt64: (index: UInt32, oldestSeq: Int64)] = [:]
     var sessionIndex: UInt32 = 0
     for (at, section) in parts.sections {
-      copyWritten(from..<at, ref: &ref)
+      copyWritten(from..<at)
       from = at
       switch section {
       case .profiles:
@@ -262,6 +272,13 @@ private struct SnapshotJoiner {
       case .userConnections(let users):
         out.userConnections(users)
         spill()
+      case .members(let all):
+        let numbers = number
+        out.members(all) { Self.finalNumber($0, numbers) }
+        spill()
+      case .windows(let all):
+        out.windows(all)
+        spill()
       case .replay(let log):
         if let oldest = log.oldestSeq { logs[log.serial] = (sessionIndex, oldest) }
         sessionIndex += 1
@@ -273,19 +290,12 @@ private struct SnapshotJoiner {
         spill()
       }
     }
-    copyWritten(from..<parts.written.count, ref: &ref)
+    copyWritten(from..<parts.written.count)
     if parts.header != nil { patchU32(UInt32(total - start), atTotal: start - 4) }
   }
 
-  /// `written[range]`, its profile references renumbered.
-  private mutating func copyWritten(_ range: Range<Int>, ref: inout Int) {
-    let shift = out.bytes.count - range.lowerBound
+  private mutating func copyWritten(_ range: Range<Int>) {
     out.raw(parts.written[range])
-    while ref < parts.profileRefs.count, parts.profileRefs[ref] < range.upperBound {
-      let at = parts.profileRefs[ref]
-      out.patchU32(finalNumber(parts.profiles[Int(localRef(at: at))]), at: at + shift)
-      ref += 1
-    }
     spill()
   }
 
