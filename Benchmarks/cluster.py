@@ -34,8 +34,10 @@
            200 messages/s, a snapshot every 2 000 records: the same figures.
 
 Relay processes are pinned to core 0, bots and Redis to core 1 (taskset), all on
-loopback. Prints a Markdown table and writes Benchmarks/results/cluster.md; raw
-reports go to Benchmarks/results/raw/cluster-<stamp>/ (ignored by git).
+loopback. The relay and relay-bots are those of .build/release, or of the directory
+BENCH_BIN_DIR names. Prints a Markdown table and writes Benchmarks/results/cluster.md
+(or the file BENCH_OUT names: the results file also holds dated sections written by
+hand); raw reports go to Benchmarks/results/raw/cluster-<stamp>/ (ignored by git).
 """
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = ROOT / ".build" / "release"
+BIN = Path(os.environ.get("BENCH_BIN_DIR", ROOT / ".build" / "release"))  # the relay and relay-bots measured
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 CLK = os.sysconf("SC_CLK_TCK")
 STAMP = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -272,7 +274,7 @@ def history() -> list[str]:
     return rows
 
 
-def snapshot_figures() -> list[str]:
+def snapshot_section() -> list[str]:
     procs = Procs()
     try:
         url = redis(procs, "snap")
@@ -502,7 +504,7 @@ def main() -> None:
                   "previous snapshot; a synthetic writer appends single-beat records the way the append script does):",
                   ""] + history()
     if "snapshot" in which:
-        lines += snapshot_figures()
+        lines += snapshot_section()
         print(lines[-1], flush=True)
     if "sentinel" in which:
         import cluster_ha  # noqa: PLC0415  (Benchmarks/, beside this file)
@@ -519,9 +521,9 @@ def main() -> None:
         lines += ["", "Snapshots at 10 k / 100 k participants (sessions of 100, 200 messages/s, a snapshot every "
                   f"{SCALE_SNAPSHOT_RECORDS:,} records; sizes from BENCH_PARTICIPANTS):", ""]
         lines += participants_rows()
-    out = ROOT / "Benchmarks" / "results" / "cluster.md"
+    out = Path(os.environ.get("BENCH_OUT", ROOT / "Benchmarks" / "results" / "cluster.md"))
     out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out.relative_to(ROOT)}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -4,18 +4,21 @@ import RelayCore
 /// A cluster snapshot's cost on the loop and off it (docs/cluster.md, "Bounded
 /// history"), the core alone: 256 sessions whose replay logs hold 1 MiB of ~1 KB
 /// messages each (the default budget, as `Benchmarks/cluster.py scale-big` fills it),
-/// and 100 000 participants in 1 000 sessions of 100.
+/// and 100 000 participants in 1 000 sessions of 100 (`participants SxM`: S sessions
+/// of M, e.g. `1000x1000`, the default budgets' million participants).
 enum SnapshotBench {
-  /// `only`: "replay" or "participants" runs that half alone.
-  static func run(only: String? = nil) {
+  /// `only`: "replay" or "participants" runs that half alone; `size`: "SxM".
+  static func run(only: String? = nil, size: String? = nil) {
     print("== snapshot: the loop's share (capture) and the rest (joined), median of 5")
     if only != "participants" {
       let replay = replayCore(sessions: 256, messages: 1_100)
       report("256 MiB of replay (256 sessions × ~1 000 events of ~1 KB)", replay.core, next: replay.next)
     }
     if only != "replay" {
-      let members = membersCore(sessions: 1_000, members: 100)
-      report("100 000 participants (1 000 sessions × 100)", members, next: nil)
+      let dims = (size ?? "1000x100").split(separator: "x").compactMap { Int($0) }
+      let (sessions, members) = dims.count == 2 ? (dims[0], dims[1]) : (1_000, 100)
+      let core = membersCore(sessions: sessions, members: members)
+      report("\(sessions * members) participants (\(sessions) sessions × \(members))", core, next: nil)
     }
   }
 

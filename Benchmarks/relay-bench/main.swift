@@ -5,7 +5,7 @@
 //   relay-bench churn            the churn alone, once (for instruction counts)
 //   relay-bench ring             ringing storm on the core, every outcome
 //   relay-bench tick             heartbeat check cost (the shell machine) at 5 000 vs 19 900 connections
-//   relay-bench snapshot [replay|participants]  a cluster snapshot's capture (on the loop) and join
+//   relay-bench snapshot [replay|participants [SxM]]  a cluster snapshot's capture (on the loop) and join
 //   relay-bench echo PORT [SEC]  echo round trips/s against `relay serve --echo`
 import EventLoop
 #if canImport(Glibc)
@@ -19,7 +19,7 @@ case "core": CoreBench.run()
 case "churn": print("churn: \(CoreBench.churn(commands: 20_000).1) recipients per event")
 case "ring": RingBench.run()
 case "tick": TickBench.run()
-case "snapshot": SnapshotBench.run(only: args.count > 1 ? args[1] : nil)
+case "snapshot": SnapshotBench.run(only: args.count > 1 ? args[1] : nil, size: args.count > 2 ? args[2] : nil)
 case "echo":
   guard args.count >= 2, let port = Int(args[1]) else {
     print("usage: relay-bench echo PORT [SECONDS]")

@@ -60,3 +60,30 @@ private func offloadDoneCallback(_ request: UnsafeMutablePointer<uv_work_t>?, _:
   request.deallocate()
   job.finish()
 }
+
+/// A value handed from the loop thread to offloaded work, taken exactly once: by the
+/// work (on a pool thread, through `uv_queue_work`'s ordering) or, when the work is
+/// never queued, by the loop. Whoever takes it holds the last reference, so a big
+/// value (a snapshot's parts or bytes) is freed where it is taken, not where the box
+/// happens to die. `@unchecked Sendable`: one side writes it before queueing, the
+/// other takes it after; never both at once.
+public final class Handoff<T: Sendable>: @unchecked Sendable {
+  private var value: T?
+
+  public init(_ value: T) { self.value = value }
+
+  /// The value; nil once taken.
+  public func take() -> T? {
+    defer { value = nil }
+    return value
+  }
+}
+
+extension Loop {
+  /// Drops `box`'s value on libuv's thread pool: freeing a buffer of hundreds of
+  /// megabytes (`munmap`, the allocator's consolidation under its arena lock) would
+  /// otherwise stall the loop. Nothing else may hold the value.
+  public func release<T: Sendable>(_ box: Handoff<T>) {
+    offload({ _ = box.take() }) { _ in }
+  }
+}

@@ -37,7 +37,20 @@ public final class OutboundBuffer {
     self.count = count
     self.isCopyChunk = false
     self.base = .allocate(byteCount: max(count, 1), alignment: 16)
+    self.owner = nil
     initializer(UnsafeMutableRawBufferPointer(start: base, count: count))
+  }
+
+  /// Shares `bytes` instead of copying them: for a buffer of megabytes built off the
+  /// loop (a snapshot's upload piece), whose copy and release on the loop would cost
+  /// more than the write. The buffer keeps the array, which nobody can mutate any more,
+  /// so its storage stays where it is, and `base` points into it.
+  public init(sharing bytes: [UInt8]) {
+    precondition(!bytes.isEmpty, "a shared buffer holds bytes")
+    count = bytes.count
+    isCopyChunk = false
+    base = bytes.withUnsafeBytes { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
+    owner = bytes
   }
 
   /// An empty copy chunk of `Loop.copyChunkBytes`, counted by `pool` (see `ChunkPool`).
@@ -46,14 +59,18 @@ public final class OutboundBuffer {
     self.isCopyChunk = true
     self.base = .allocate(byteCount: Loop.copyChunkBytes, alignment: 16)
     self.pool = pool
+    self.owner = nil
   }
 
   /// The pool that counts this chunk (nil for every other buffer).
   private weak var pool: ChunkPool?
+  /// The array whose storage `base` points into (`init(sharing:)`); nil when `base`
+  /// is this buffer's own block.
+  private let owner: [UInt8]?
 
   deinit {
     pool?.chunkGone()
-    base.deallocate()
+    if owner == nil { base.deallocate() }
   }
 
   /// Read-only view of the bytes, valid during `body` (for tests and logging).

@@ -30,17 +30,38 @@ public enum RESP {
   public static func command(_ args: [[UInt8]]) -> [UInt8] {
     var out: [UInt8] = []
     out.reserveCapacity(16 + args.reduce(0) { $0 + $1.count + 16 })
-    out.append(UInt8(ascii: "*"))
-    out.append(contentsOf: String(args.count).utf8)
-    out.append(contentsOf: [13, 10])
-    for arg in args {
-      out.append(UInt8(ascii: "$"))
-      out.append(contentsOf: String(arg.count).utf8)
-      out.append(contentsOf: [13, 10])
-      out.append(contentsOf: arg)
-      out.append(contentsOf: [13, 10])
-    }
+    arrayHeader(args.count, into: &out)
+    for arg in args { bulk(arg, into: &out) }
     return out
+  }
+
+  /// The command `before + [payload] + after` without the payload's bytes: what goes
+  /// before them and after them, so that the payload (megabytes of a snapshot) is
+  /// written by reference, never copied into the command.
+  public static func command(_ before: [[UInt8]], payloadCount: Int, after: [[UInt8]]) -> (head: [UInt8], tail: [UInt8]) {
+    var head: [UInt8] = []
+    arrayHeader(before.count + 1 + after.count, into: &head)
+    for arg in before { bulk(arg, into: &head) }
+    head.append(UInt8(ascii: "$"))
+    head.append(contentsOf: String(payloadCount).utf8)
+    head.append(contentsOf: [13, 10])
+    var tail: [UInt8] = [13, 10]
+    for arg in after { bulk(arg, into: &tail) }
+    return (head, tail)
+  }
+
+  private static func arrayHeader(_ count: Int, into out: inout [UInt8]) {
+    out.append(UInt8(ascii: "*"))
+    out.append(contentsOf: String(count).utf8)
+    out.append(contentsOf: [13, 10])
+  }
+
+  private static func bulk(_ arg: [UInt8], into out: inout [UInt8]) {
+    out.append(UInt8(ascii: "$"))
+    out.append(contentsOf: String(arg.count).utf8)
+    out.append(contentsOf: [13, 10])
+    out.append(contentsOf: arg)
+    out.append(contentsOf: [13, 10])
   }
 
   public static func command(_ args: String...) -> [UInt8] { command(args.map { Array($0.utf8) }) }

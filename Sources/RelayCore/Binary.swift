@@ -80,6 +80,15 @@ public struct BinaryWriter: Sendable {
     for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: v >> UInt32(8 * i)) }
   }
 
+  /// Drops the first `n` bytes (cut into a piece of a longer output).
+  public mutating func removeFirst(_ n: Int) { bytes.removeFirst(n) }
+
+  /// Overwrites the byte at `offset`.
+  public mutating func patchByte(_ v: UInt8, at offset: Int) {
+    precondition(offset >= 0 && offset < bytes.count, "patch outside the written bytes")
+    bytes[offset] = v
+  }
+
   /// UTF-8, length-prefixed like `bytes`.
   public mutating func string(_ v: String) { bytes(v.utf8) }
 

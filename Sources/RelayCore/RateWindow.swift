@@ -101,3 +101,6 @@ struct RateWindow {
     }
   }
 }
+
+/// A snapshot copies windows to write them off the loop (SnapshotParts.swift).
+extension RateWindow: Sendable {}

@@ -128,6 +128,21 @@ public struct RefTable<Keying: TableKeying> {
     return found
   }
 
+  /// Every element, those of each key in insertion order (multimap use): slot order
+  /// from just after an empty slot, so that no probe run is seen from its middle
+  /// (one that wraps past the end would otherwise be). One pass, no lookups.
+  func inRunOrder() -> [Element] {
+    guard let empty = slots.firstIndex(where: { $0 == nil }) else { return values }
+    var found: [Element] = []
+    found.reserveCapacity(count)
+    var i = empty
+    for _ in 0..<slots.count {
+      i = after(i)
+      if let element = slots[i] { found.append(element) }
+    }
+    return found
+  }
+
   /// Whether an element with this key satisfies `predicate` (multimap use).
   func contains(key: Key, where predicate: (Element) -> Bool) -> Bool {
     first(key: key, where: predicate) != nil

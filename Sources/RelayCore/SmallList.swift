@@ -87,3 +87,6 @@ enum SmallList<Element: Equatable>: Sequence {
     }
   }
 }
+
+/// A snapshot copies a connection's list to write it off the loop (SnapshotParts.swift).
+extension SmallList: Sendable where Element: Sendable {}

@@ -34,8 +34,7 @@ extension RelayCore {
   public func snapshotParts() -> SnapshotParts {
     var writer = SnapshotWriter(core: self)
     writer.writeCore()
-    return SnapshotParts(
-      written: writer.out.bytes, profiles: writer.profiles, profileRefs: writer.profileRefs, sections: writer.sections)
+    return SnapshotParts(written: writer.out.bytes, sections: writer.sections)
   }
 }
 
@@ -45,27 +44,20 @@ struct SnapshotWriter {
   var out = BinaryWriter(capacity: 4_096)
   /// The sections `joined()` writes after the bytes before them (SnapshotParts).
   private(set) var sections: [(at: Int, section: DeferredSection)] = []
-  /// The profiles `out` refers to, in first use within `out` (the final numbering,
-  /// which counts the replay logs' profiles too, is `joined()`'s).
-  private(set) var profiles: [Profile] = []
-  private var profileIndex: [ObjectIdentifier: UInt32] = [:]
-  /// Where `out` holds a profile reference.
-  private(set) var profileRefs: [Int] = []
-  let connections: [Connection]
   let sessions: [Session]
 
   init(core: RelayCore) {
     self.core = core
-    connections = core.connections.values.sorted { $0.id < $1.id }
     sessions = core.sessions.keys.sorted().compactMap { core.sessions[$0] }
   }
 
   mutating func writeCore() {
     out.u8(RelayCore.snapshotVersion)
     sections.append((out.bytes.count, .profiles))
-    out.count(connections.count)
-    for c in connections { connection(c) }
-    userConnections()
+    // Connections and users are captured as values, sorted and written by `joined()`:
+    // the loop's share is one copy per connection, no sorting, no encoding.
+    sections.append((out.bytes.count, .connections(core.connections.values.map(ConnectionRecord.init))))
+    sections.append((out.bytes.count, .userConnections(UserConnections(core.userConnections))))
     grantedSessions(core.grantedSessions)
     out.count(sessions.count)
     for s in sessions { session(s) }
@@ -77,37 +69,7 @@ struct SnapshotWriter {
     pushRegistry(core.push)
   }
 
-  // MARK: Profiles
-
-  /// Numbered in first use; each reference is recorded, to be renumbered when the
-  /// replay logs' profiles are known (`joined()`).
-  private mutating func profileRef(_ p: Profile) {
-    let key = ObjectIdentifier(p)
-    let index = profileIndex[key] ?? UInt32(profiles.count)
-    if index == profiles.count {
-      profileIndex[key] = index
-      profiles.append(p)
-    }
-    profileRefs.append(out.bytes.count)
-    out.u32(index)
-  }
-
   // MARK: Connections and users
-
-  mutating func connection(_ c: Connection) {
-    out.u64(c.id.raw)
-    out.bool(c.profile != nil)
-    if let p = c.profile { profileRef(p) }
-    out.count(c.sessions.count)
-    for id in c.sessions { out.string(id) }
-    out.i64(c.lastInboundMonoMs)
-    out.u8(Self.phaseCode(c.phase))
-    out.bool(c.tokenSpent)
-    out.bool(c.background)
-    out.optional(c.device) { $0.string($1) }
-    out.u32(UInt32(clamping: c.badMessages))
-    rateWindow(c.joinWindow)
-  }
 
   static func phaseCode(_ phase: ConnectionPhase) -> UInt8 {
     switch phase {
@@ -117,26 +79,7 @@ struct SnapshotWriter {
     }
   }
 
-  mutating func rateWindow(_ window: RateWindow) {
-    let kept = window.kept
-    out.count(kept.times.count)
-    out.i64s(kept.times)
-    out.u32(UInt32(clamping: kept.oldest))
-  }
-
-  /// Per user (sorted), its connections in hello order: the order calls ring them in.
-  private mutating func userConnections() {
-    var uids: [String] = []
-    for c in connections { if let uid = c.uid { uids.append(uid) } }
-    let sorted = Array(Set(uids)).sorted()
-    out.count(sorted.count)
-    for uid in sorted {
-      let list = core.userConnections.elements(withKey: uid)
-      out.string(uid)
-      out.count(list.count)
-      for c in list { out.u64(c.id.raw) }
-    }
-  }
+  mutating func rateWindow(_ window: RateWindow) { out.rateWindow(window) }
 
   mutating func grantedSessions(_ grants: [String: Set<String>]) {
     out.count(grants.count)
@@ -153,25 +96,14 @@ struct SnapshotWriter {
   mutating func session(_ s: Session) {
     out.string(s.id)
     out.i64(s.seq)
-    out.count(s.members.count)
-    for m in s.members { participant(m) }
+    // Members and their rate windows are copied as values (no profile numbering, no
+    // sorting here): `joined()` writes them.
+    sections.append((out.bytes.count, .members(s.members.map(MemberRecord.init))))
     out.count(s.hands.count)
     for h in s.hands { hand(h) }
-    let windows = s.sortedWindows
-    out.count(windows.count)
-    for (uid, w) in windows {
-      out.string(uid)
-      rateWindow(w.hand)
-      rateWindow(w.message)
-    }
+    sections.append((out.bytes.count, .windows(s.windowRecords)))
     rateWindow(s.churnWindow)
     replayLog(s.replay)
-  }
-
-  mutating func participant(_ p: Participant) {
-    profileRef(p.profile)
-    out.i64(p.joinedAtWallMs)
-    out.optional(p.connection) { $0.u64($1.raw) }
   }
 
   mutating func hand(_ h: Hand) {
@@ -389,6 +321,61 @@ extension SnapshotWriter {
 }
 
 extension BinaryWriter {
+  mutating func rateWindow(_ window: RateWindow) {
+    let kept = window.kept
+    count(kept.times.count)
+    i64s(kept.times)
+    u32(UInt32(clamping: kept.oldest))
+  }
+
+  /// One connection, its profile as `profile` numbers it (written by `joined()`).
+  mutating func connection(_ c: ConnectionRecord, profile number: (Profile) -> UInt32) {
+    u64(c.id)
+    bool(c.profile != nil)
+    if let p = c.profile { u32(number(p)) }
+    count(c.sessions.count)
+    for id in c.sessions { string(id) }
+    i64(c.lastInboundMonoMs)
+    u8(c.phase)
+    bool(c.tokenSpent)
+    bool(c.background)
+    optional(c.device) { $0.string($1) }
+    u32(c.badMessages)
+    rateWindow(c.joinWindow)
+  }
+
+  /// A session's members in join order, each profile as `number` numbers it.
+  mutating func members(_ all: [MemberRecord], profile number: (Profile) -> UInt32) {
+    count(all.count)
+    for m in all {
+      u32(number(m.profile))
+      i64(m.joinedAtWallMs)
+      optional(m.connection) { $0.u64($1) }
+    }
+  }
+
+  /// A session's rate windows by uid in ascending order (hash order would differ
+  /// between processes).
+  mutating func windows(_ all: [WindowRecord]) {
+    count(all.count)
+    for w in all.sorted(by: { $0.uid < $1.uid }) {
+      string(w.uid)
+      rateWindow(w.hand)
+      rateWindow(w.message)
+    }
+  }
+
+  /// Per user (sorted), its connections in hello order: the order calls ring them in.
+  mutating func userConnections(_ users: UserConnections) {
+    let groups = users.grouped()
+    count(groups.count)
+    for (uid, ids) in groups {
+      string(uid)
+      count(ids.count)
+      for id in ids { u64(id) }
+    }
+  }
+
   /// One entry of the profile table (written by `SnapshotParts.joined()`).
   mutating func profile(_ p: Profile) {
     string(p.uid)

@@ -1,19 +1,97 @@
 // Snapshot bytes before they are written in full (docs/cluster.md, "Bounded history").
-// Taking a snapshot on the event loop must cost the state's skeleton, not its replay
-// history: the loop writes everything but the replay logs, and captures each log as
-// it is (`ReplayChunks`: O(1) per session, the events shared, not visited) and the
-// replay budget's eviction order (plain values, shared too). `joined()` — wherever
-// the caller runs it, off the loop — writes the replay sections from the captured
-// logs, the profile table in front (profiles are numbered in first use, and
-// `participant.joined` entries use profiles too) and the eviction order, and gives
-// exactly the bytes one sequential writer would have: the format does not change.
+// Taking a snapshot on the event loop must cost little whatever the state: the loop
+// writes the small fixed parts, and captures the rest as values without encoding,
+// sorting or numbering anything: each session's replay log as it is (`ReplayChunks`:
+// O(1) per session, the events shared, not visited), the replay budget's eviction
+// order, and one plain copy per connection, per member and per rate window (no
+// hashing: the profile table's numbering and every sort are left to `joined()`).
+// `joined()` — wherever the caller runs it, off the loop — numbers the profiles in
+// first use, writes the profile table in front, the captured sections in order, and
+// gives exactly the bytes one sequential writer would have: the format does not change.
 
 import RelayPrimitives
+
+/// A connection as a snapshot writes it (SnapshotEncode.swift), copied on the loop.
+struct ConnectionRecord: Sendable {
+  let id: UInt64
+  let profile: Profile?
+  let sessions: SmallList<String>
+  let lastInboundMonoMs: Int64
+  let phase: UInt8
+  let tokenSpent: Bool
+  let background: Bool
+  let device: String?
+  let badMessages: UInt32
+  let joinWindow: RateWindow
+
+  init(_ c: Connection) {
+    id = c.id.raw
+    profile = c.profile
+    sessions = c.sessions
+    lastInboundMonoMs = c.lastInboundMonoMs
+    phase = SnapshotWriter.phaseCode(c.phase)
+    tokenSpent = c.tokenSpent
+    background = c.background
+    device = c.device
+    badMessages = UInt32(clamping: c.badMessages)
+    joinWindow = c.joinWindow
+  }
+}
+
+/// A session member as a snapshot writes it, copied on the loop.
+struct MemberRecord: Sendable {
+  let profile: Profile
+  let joinedAtWallMs: Int64
+  let connection: UInt64?
+
+  init(_ p: Participant) {
+    profile = p.profile
+    joinedAtWallMs = p.joinedAtWallMs
+    connection = p.connection?.raw
+  }
+}
+
+/// A member's §7 / §7a rate windows, copied on the loop.
+struct WindowRecord: Sendable {
+  let uid: String
+  let hand: RateWindow
+  let message: RateWindow
+}
+
+/// The users' connections, captured in one pass over the multimap (each user's in
+/// hello order, users interleaved), grouped and sorted by `joined()`.
+struct UserConnections: Sendable {
+  let pairs: [(uid: String, id: UInt64)]
+
+  init(_ table: RefTable<ConnectionsByUid>) {
+    pairs = table.inRunOrder().map { ($0.uid ?? "", $0.id.raw) }
+  }
+
+  /// Users in ascending order, each with its connections in hello order.
+  func grouped() -> [(uid: String, ids: [UInt64])] {
+    let order = pairs.indices.sorted { (pairs[$0].uid, $0) < (pairs[$1].uid, $1) }
+    var groups: [(uid: String, ids: [UInt64])] = []
+    for i in order {
+      if groups.last?.uid == pairs[i].uid { groups[groups.count - 1].ids.append(pairs[i].id) } else {
+        groups.append((pairs[i].uid, [pairs[i].id]))
+      }
+    }
+    return groups
+  }
+}
 
 /// A part of a snapshot that the loop captured and `joined()` writes.
 enum DeferredSection: Sendable {
   /// The profile table: every profile the snapshot refers to, in first-use order.
   case profiles
+  /// Every connection, in any order (written by id).
+  case connections([ConnectionRecord])
+  /// Each user's connections.
+  case userConnections(UserConnections)
+  /// One session's members, in join order.
+  case members([MemberRecord])
+  /// One session's rate windows, in any order (written by uid).
+  case windows([WindowRecord])
   /// One session's replay log.
   case replay(ReplayCapture)
   /// The replay budget's live eviction records, as session indexes.
@@ -23,23 +101,16 @@ enum DeferredSection: Sendable {
 /// A snapshot as written bytes plus sections to be written later. Sendable: all of it
 /// is immutable values, safe to finish on another thread.
 public struct SnapshotParts: Sendable {
-  /// What the loop wrote. A profile reference in it is a u32 numbering profiles in
-  /// their first use within `written` alone (`profiles`), renumbered when joined.
+  /// What the loop wrote: no profile reference (every one is in a section).
   let written: [UInt8]
-  /// The profiles `written` refers to, by that numbering.
-  let profiles: [Profile]
-  /// Where `written` holds a profile reference, ascending.
-  let profileRefs: [Int]
   /// Each section comes right after `written[0..<at]`; `at` never decreases.
   let sections: [(at: Int, section: DeferredSection)]
   /// Written before the snapshot, followed by the snapshot's length as a u32
   /// (`framed(by:)`).
   private(set) var header: [UInt8]?
 
-  init(written: [UInt8], profiles: [Profile], profileRefs: [Int], sections: [(at: Int, section: DeferredSection)]) {
+  init(written: [UInt8], sections: [(at: Int, section: DeferredSection)]) {
     self.written = written
-    self.profiles = profiles
-    self.profileRefs = profileRefs
     self.sections = sections
   }
 
@@ -51,22 +122,39 @@ public struct SnapshotParts: Sendable {
     return framed
   }
 
-  /// An upper bound of the joined length, for one allocation.
+  /// About the joined length, for one allocation.
   private var capacity: Int {
     let replay = sections.reduce(0) { sum, entry in
-      guard case .replay(let log) = entry.section else { return sum }
+      switch entry.section {
       // Per event: at most the log's own cost of it, plus 4 for its eviction record.
-      return sum + 12 + log.bytes + 4 * log.events.count
+      case .replay(let log): return sum + 12 + log.bytes + 4 * log.events.count
+      case .connections(let all): return sum + 128 * all.count
+      case .userConnections(let users): return sum + 32 * users.pairs.count
+      case .members(let all): return sum + 4 + 128 * all.count  // a profile's table entry too
+      case .windows(let all): return sum + 4 + 64 * all.count
+      default: return sum
+      }
     }
-    return (header?.count ?? 0) + 4 + written.count + replay + 128 * profiles.count
+    return (header?.count ?? 0) + 4 + written.count + replay
   }
 
   /// The bytes in order: O(snapshot), for off the loop.
   public func joined() -> [UInt8] {
-    var joiner = SnapshotJoiner(parts: self, capacity: capacity)
+    var joiner = SnapshotJoiner(parts: self, capacity: capacity, pieceBytes: Int.max)
     joiner.numberProfiles()
     joiner.write()
     return joiner.out.bytes
+  }
+
+  /// The bytes of `joined()` in pieces of `pieceBytes` (the last one shorter), never
+  /// held in one array: a snapshot of hundreds of megabytes is uploaded piece by
+  /// piece, and one allocation of its whole size (and its release) is avoided.
+  public func joined(pieceBytes: Int) -> [[UInt8]] {
+    precondition(pieceBytes > 0, "pieces of at least one byte")
+    var joiner = SnapshotJoiner(parts: self, capacity: min(capacity, 2 * pieceBytes), pieceBytes: pieceBytes)
+    joiner.numberProfiles()
+    joiner.write()
+    return joiner.finishPieces()
   }
 }
 
@@ -77,25 +165,69 @@ private struct SnapshotJoiner {
   /// Final profile numbers: first use over the whole snapshot.
   private var numbered: [Profile] = []
   private var number: [ObjectIdentifier: UInt32] = [:]
+  /// Full pieces already cut from the front of `out` (`spill()`), and their bytes.
+  private var pieces: [[UInt8]] = []
+  private let pieceBytes: Int
+  private var spilled = 0
 
-  init(parts: SnapshotParts, capacity: Int) {
+  init(parts: SnapshotParts, capacity: Int, pieceBytes: Int) {
     self.parts = parts
+    self.pieceBytes = pieceBytes
     out = BinaryWriter(capacity: capacity)
   }
 
-  /// Numbers every profile in first-use order over the joined bytes: the references
-  /// in `written` and in the replay sections, in their order.
-  mutating func numberProfiles() {
-    var ref = 0
-    for (at, section) in parts.sections {
-      while ref < parts.profileRefs.count, parts.profileRefs[ref] < at {
-        use(parts.profiles[Int(localRef(at: parts.profileRefs[ref]))])
-        ref += 1
-      }
-      guard case .replay(let log) = section else { continue }
-      log.events.forEach { event in if case .joined(let p, _) = event.body { use(p) } }
+  /// Cuts the full pieces off the front of `out`. Called only where no patch of
+  /// bytes already written is pending (between sections and events), except the
+  /// snapshot's length, which `write()` patches through `patchU32(_:atTotal:)`.
+  private mutating func spill() {
+    guard out.bytes.count >= pieceBytes else { return }
+    var at = 0
+    while out.bytes.count - at >= pieceBytes {
+      pieces.append(Array(out.bytes[at..<(at + pieceBytes)]))
+      at += pieceBytes
     }
-    for at in parts.profileRefs[ref...] { use(parts.profiles[Int(localRef(at: at))]) }
+    out.removeFirst(at)
+    spilled += at
+  }
+
+  /// The bytes written so far, cut and uncut.
+  private var total: Int { spilled + out.bytes.count }
+
+  /// Overwrites the u32 at `offset` of the whole output, cut or not.
+  private mutating func patchU32(_ v: UInt32, atTotal offset: Int) {
+    guard offset < spilled else { return out.patchU32(v, at: offset - spilled) }
+    for i in 0..<4 {
+      let at = offset + i
+      let byte = UInt8(truncatingIfNeeded: v >> UInt32(8 * i))
+      if at < spilled { pieces[at / pieceBytes][at % pieceBytes] = byte } else { out.patchByte(byte, at: at - spilled) }
+    }
+  }
+
+  /// Every piece, the uncut rest last (none when the output is empty).
+  mutating func finishPieces() -> [[UInt8]] {
+    spill()
+    if !out.bytes.isEmpty { pieces.append(out.bytes) }
+    return pieces
+  }
+
+  /// The captured connections by id (`numberProfiles()` sorts them).
+  private var connections: [ConnectionRecord] = []
+
+  /// Numbers every profile in first-use order over the joined bytes: the references
+  /// in the connections, members and replay sections, in their order.
+  mutating func numberProfiles() {
+    for (_, section) in parts.sections {
+      switch section {
+      case .connections(let all):
+        connections = all.sorted { $0.id < $1.id }
+        for c in connections { if let p = c.profile { use(p) } }
+      case .members(let all):
+        for m in all { use(m.profile) }
+      case .replay(let log):
+        log.events.forEach { event in if case .joined(let p, _) = event.body { use(p) } }
+      default: continue
+      }
+    }
   }
 
   private mutating func use(_ p: Profile) {
@@ -105,14 +237,11 @@ private struct SnapshotJoiner {
     numbered.append(p)
   }
 
-  private func finalNumber(_ p: Profile) -> UInt32 {
+  private func finalNumber(_ p: Profile) -> UInt32 { Self.finalNumber(p, number) }
+
+  private static func finalNumber(_ p: Profile, _ number: [ObjectIdentifier: UInt32]) -> UInt32 {
     guard let n = number[ObjectIdentifier(p)] else { preconditionFailure("profile not numbered") }
     return n
-  }
-
-  /// The u32 the loop wrote at `at` (little-endian, `BinaryWriter.u32`).
-  private func localRef(at: Int) -> UInt32 {
-    (0..<4).reduce(UInt32(0)) { $0 | UInt32(parts.written[at + $1]) << UInt32(8 * $1) }
   }
 
   mutating func write() {
@@ -120,19 +249,36 @@ private struct SnapshotJoiner {
       out.raw(header)
       out.u32(0)  // the length, once known
     }
-    let start = out.bytes.count
+    let start = total
     var from = 0
-    var ref = 0
     // Sessions come in snapshot order: the eviction records name them by index.
     var logs: [UInt64: (index: UInt32, oldestSeq: Int64)] = [:]
     var sessionIndex: UInt32 = 0
     for (at, section) in parts.sections {
-      copyWritten(from..<at, ref: &ref)
+      copyWritten(from..<at)
       from = at
       switch section {
       case .profiles:
         out.count(numbered.count)
         for p in numbered { out.profile(p) }
+        spill()
+      case .connections:
+        out.count(connections.count)
+        let numbers = number  // not `self` inside the closure: `out` is being written
+        for c in connections {
+          out.connection(c) { Self.finalNumber($0, numbers) }
+          spill()
+        }
+      case .userConnections(let users):
+        out.userConnections(users)
+        spill()
+      case .members(let all):
+        let numbers = number
+        out.members(all) { Self.finalNumber($0, numbers) }
+        spill()
+      case .windows(let all):
+        out.windows(all)
+        spill()
       case .replay(let log):
         if let oldest = log.oldestSeq { logs[log.serial] = (sessionIndex, oldest) }
         sessionIndex += 1
@@ -141,21 +287,16 @@ private struct SnapshotJoiner {
         let records = ReplayBudget.liveRecords(order, logs: logs)
         out.count(records.count)
         for i in records { out.u32(i) }
+        spill()
       }
     }
-    copyWritten(from..<parts.written.count, ref: &ref)
-    if parts.header != nil { out.patchU32(UInt32(out.bytes.count - start), at: start - 4) }
+    copyWritten(from..<parts.written.count)
+    if parts.header != nil { patchU32(UInt32(total - start), atTotal: start - 4) }
   }
 
-  /// `written[range]`, its profile references renumbered.
-  private mutating func copyWritten(_ range: Range<Int>, ref: inout Int) {
-    let shift = out.bytes.count - range.lowerBound
+  private mutating func copyWritten(_ range: Range<Int>) {
     out.raw(parts.written[range])
-    while ref < parts.profileRefs.count, parts.profileRefs[ref] < range.upperBound {
-      let at = parts.profileRefs[ref]
-      out.patchU32(finalNumber(parts.profiles[Int(localRef(at: at))]), at: at + shift)
-      ref += 1
-    }
+    spill()
   }
 
   private mutating func replay(_ log: ReplayCapture) {
@@ -172,6 +313,7 @@ private struct SnapshotJoiner {
         out.u32(finalNumber(p))
         out.i64(wallMs)
       }
+      spill()
     }
   }
 }

@@ -223,10 +223,10 @@ final class Session {
     return created
   }
 
-  /// The windows of every participant that has them, by uid in ascending order (hash
-  /// order would differ between processes): for snapshots.
-  var sortedWindows: [(uid: String, windows: RateWindows)] {
-    rates.keys.sorted().compactMap { uid in rates[uid].map { (uid, $0) } }
+  /// The windows of every participant that has them, as values in any order: for
+  /// snapshots, which sort them off the loop (SnapshotParts.swift).
+  var windowRecords: [WindowRecord] {
+    rates.map { WindowRecord(uid: $0.key, hand: $0.value.hand, message: $0.value.message) }
   }
 
   /// Puts back a member's windows from a snapshot.

@@ -19,6 +19,23 @@ public enum Crypto {
     digest(data, algorithm: EVP_sha256(), length: 32)
   }
 
+  /// SHA-256 (32 bytes) of the pieces' bytes in order, as if joined: for a snapshot
+  /// kept in upload-sized pieces, never joined into one array.
+  public static func sha256(pieces: [[UInt8]]) -> [UInt8] {
+    guard let context = EVP_MD_CTX_new() else { preconditionFailure("EVP_MD_CTX_new failed") }
+    defer { EVP_MD_CTX_free(context) }
+    precondition(EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1, "EVP_DigestInit_ex failed")
+    for piece in pieces where !piece.isEmpty {
+      let ok = piece.withUnsafeBytes { EVP_DigestUpdate(context, $0.baseAddress, $0.count) }
+      precondition(ok == 1, "EVP_DigestUpdate failed")
+    }
+    var output = [UInt8](repeating: 0, count: 32)
+    var outputLength: UInt32 = 0
+    let ok = output.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(context, $0.baseAddress, &outputLength) }
+    precondition(ok == 1 && outputLength == 32, "EVP_DigestFinal_ex failed")
+    return output
+  }
+
   /// HMAC-SHA256 (32 bytes), RFC 2104 with SHA-256 (test vectors: RFC 4231).
   public static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
     var output = [UInt8](repeating: 0, count: 32)

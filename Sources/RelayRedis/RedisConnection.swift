@@ -106,6 +106,20 @@ public final class RedisConnection {
     if !tcp.write(RESP.command(args)) { close() }
   }
 
+  /// Sends the command `before + [payload] + after`, the payload queued by reference
+  /// (`OutboundBuffer(sharing:)`), not copied: a snapshot's upload piece.
+  public func send(
+    _ before: [[UInt8]], payload: [UInt8], after: [[UInt8]], limitMs: UInt64 = 2_000,
+    _ reply: @escaping (RESPValue?) -> Void
+  ) {
+    guard let tcp, !ended else { return reply(nil) }
+    pending.append(reply)
+    deadlines.sent(nowMs: loop.nowMs, limitMs: limitMs)
+    let command = RESP.command(before, payloadCount: payload.count, after: after)
+    guard tcp.write(command.head), payload.isEmpty || tcp.write(OutboundBuffer(sharing: payload)), tcp.write(command.tail)
+    else { return close() }
+  }
+
   /// Not silent for `stallMs` while owing a reply (ReplyDeadlines.swift).
   public func responsive(stallMs: UInt64) -> Bool { deadlines.responsive(nowMs: loop.nowMs, stallMs: stallMs) }
 

@@ -65,11 +65,6 @@ extension RelayServer {
   /// Mirrors the core's counters into the Prometheus registry right before a scrape.
   func refreshCoreMetrics() {
     let s = core.stats
-    // Heap in use vs held free by the allocator: tells live state from fragmentation
-    // when sizing memory per connection.
-    let heap = Loop.heapUsage()
-    metrics.mirror("relay_heap_in_use_bytes", heap.inUse)
-    metrics.mirror("relay_heap_free_bytes", heap.freeHeld)
     metrics.advance(metrics.bytesIn, key: "in", to: loop.stats.bytesRead)
     metrics.advance(metrics.bytesOut, key: "out", to: loop.stats.bytesWritten)
     metrics.mirror("relay_core_connections", s.connections)

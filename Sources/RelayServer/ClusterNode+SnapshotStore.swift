@@ -14,7 +14,8 @@ import RelayCrypto
 
 /// A snapshot taken on the loop at `position`, to be joined and digested off it.
 struct SnapshotCapture {
-  let parts: SnapshotParts
+  /// Taken by the thread pool's join (or released there when superseded).
+  let parts: Handoff<SnapshotParts>
   let position: UInt64
   let id: String
   /// The replica it was taken from, as then: stale if either changed since.
@@ -23,19 +24,42 @@ struct SnapshotCapture {
   weak var replica: Replica?
 }
 
-/// A snapshot on its way to Redis.
-struct SnapshotStore {
-  let bytes: [UInt8]
+/// What the thread pool hands back: the pieces in a box, so that the loop holds them
+/// only while it uploads them and they are freed on the pool again.
+struct SnapshotJoined: Sendable {
+  let pieces: Handoff<[[UInt8]]>
+  let digest: [UInt8]
+  let ns: UInt64
+}
+
+/// A snapshot on its way to Redis, in pieces of `chunkBytes` (the last one shorter):
+/// each piece is one command's payload, written by reference.
+final class SnapshotStore {
+  private(set) var pieces: [[UInt8]]
+  /// The snapshot's length.
+  let count: Int
   let digest: [UInt8]
   let position: UInt64
   let id: String
+
+  init(pieces: [[UInt8]], digest: [UInt8], position: UInt64, id: String) {
+    self.pieces = pieces
+    count = pieces.reduce(0) { $0 + $1.count }
+    self.digest = digest
+    self.position = position
+    self.id = id
+  }
 
   /// Bytes per command: large enough that a big state takes few round trips, small
   /// enough that no reply waits long behind one and Redis never blocks on a copy.
   static let chunkBytes = 2 << 20
 
-  /// The chunk at `offset`.
-  func chunk(at offset: Int) -> ArraySlice<UInt8> { bytes[offset..<min(bytes.count, offset + Self.chunkBytes)] }
+  /// The pieces, for the thread pool to free (`Loop.release`); none are left here.
+  func takePieces() -> Handoff<[[UInt8]]> {
+    let taken = pieces
+    pieces = []
+    return Handoff(taken)
+  }
 }
 
 extension ClusterNode {
@@ -43,25 +67,27 @@ extension ClusterNode {
   /// never mixes its chunks with another's). Expires if the upload is abandoned.
   func stagingKey(_ g: String) -> [UInt8] { Self.key("snapshot-staging", "\(g):\(number)") }
 
-  /// Uploads the chunk at `offset`, then the next; after the last, swaps it in.
-  func store(_ snapshot: SnapshotStore, generation g: String, offset: Int) {
-    guard let commands, generation == g, state == .ready, number != 0 else { return snapshotFinished() }
-    if offset >= snapshot.bytes.count && offset > 0 { return swapIn(snapshot, generation: g) }
-    let chunk = Array(snapshot.chunk(at: offset))
-    let command =
-      offset == 0
-      ? [Array("SET".utf8), stagingKey(g), chunk, Array("EX".utf8), Array("600".utf8)]
-      : [Array("APPEND".utf8), stagingKey(g), chunk]
-    commands.send(command) { [weak self] reply in
+  /// Uploads piece `piece`, then the next; after the last, swaps it in.
+  func store(_ snapshot: SnapshotStore, generation g: String, piece: Int) {
+    guard let commands, generation == g, state == .ready, number != 0 else { return storeFinished(snapshot) }
+    if piece >= snapshot.pieces.count && piece > 0 { return swapIn(snapshot, generation: g) }
+    let payload = piece < snapshot.pieces.count ? snapshot.pieces[piece] : []
+    let sent: (RESPValue?) -> Void = { [weak self] reply in
       guard let self else { return }
       switch reply {
       case .simple?, .integer?:
-        self.store(snapshot, generation: g, offset: offset + chunk.count)
+        self.store(snapshot, generation: g, piece: piece + 1)
       default:
         // The connection ended or Redis refused (OOM): the next interval tries again.
         self.stats.snapshotStoreFailures += 1
-        self.snapshotFinished()
+        self.storeFinished(snapshot)
       }
+    }
+    if piece == 0 {
+      commands.send(
+        [Array("SET".utf8), stagingKey(g)], payload: payload, after: [Array("EX".utf8), Array("600".utf8)], sent)
+    } else {
+      commands.send([Array("APPEND".utf8), stagingKey(g)], payload: payload, after: [], sent)
     }
   }
 
@@ -73,11 +99,11 @@ extension ClusterNode {
     ]
     let args = [
       Array(g.utf8), batch.encoded(), Array(String(snapshot.position).utf8), Array(snapshot.id.utf8),
-      Array(Crypto.hex(snapshot.digest).utf8), Array(String(snapshot.bytes.count).utf8),
+      Array(Crypto.hex(snapshot.digest).utf8), Array(String(snapshot.count).utf8),
     ]
     run(.snapshot, keys: keys, args: args) { [weak self] reply in
       guard let self else { return }
-      defer { self.snapshotFinished() }
+      defer { self.storeFinished(snapshot) }
       switch reply?.string {
       case "old"?: break
       case "short"?: self.stats.snapshotStoreFailures += 1

@@ -65,12 +65,13 @@ extension ClusterNode {
     guard let replica = server.replica, let g = generation else { return }
     let started = Loop.hrtimeNs()
     let capture = SnapshotCapture(
-      parts: replica.snapshotParts(), position: position, id: id, epoch: readEpoch, generation: g, replica: replica)
+      parts: Handoff(replica.snapshotParts()), position: position, id: id, epoch: readEpoch, generation: g,
+      replica: replica)
     stats.snapshotCaptureNs = Loop.hrtimeNs() &- started
     guard !snapshotBusy else {
       snapshotWaiting.append(capture)
       if snapshotWaiting.count > Self.snapshotsWaitingMax {
-        snapshotWaiting.removeFirst()
+        server.loop.release(snapshotWaiting.removeFirst().parts)
         stats.snapshotsSuperseded += 1
       }
       return
@@ -84,11 +85,12 @@ extension ClusterNode {
     server.loop.offload({ Self.joinAndDigest(parts) }) { [weak self] done in
       guard let self else { return }
       self.stats.snapshotNs = done.ns
+      let snapshot = SnapshotStore(
+        pieces: done.pieces.take() ?? [], digest: done.digest, position: capture.position, id: capture.id)
       guard let replica = capture.replica, self.server.replica === replica, self.readEpoch == capture.epoch,
         self.generation == capture.generation
-      else { return self.snapshotFinished() }
-      let store = SnapshotStore(bytes: done.bytes, digest: done.digest, position: capture.position, id: capture.id)
-      self.snapshotReady(store, replica, capture.generation)
+      else { return self.storeFinished(snapshot) }
+      self.snapshotReady(snapshot, replica, capture.generation)
     }
   }
 
@@ -101,27 +103,38 @@ extension ClusterNode {
     process(snapshotWaiting.removeFirst())
   }
 
-  /// Off the loop: the snapshot's bytes, their digest, and how long both took.
-  private static func joinAndDigest(_ parts: SnapshotParts) -> (bytes: [UInt8], digest: [UInt8], ns: UInt64) {
+  /// Done with `snapshot`: its pieces are freed on the thread pool (hundreds of
+  /// megabytes at a large state), and the waiting snapshot goes.
+  func storeFinished(_ snapshot: SnapshotStore) {
+    server.loop.release(snapshot.takePieces())
+    snapshotFinished()
+  }
+
+  /// Off the loop: the snapshot's bytes in upload pieces (never joined into one
+  /// array), their digest, and how long both took. The parts are taken out of their
+  /// box here, so what only they still hold (replay chunks the log dropped since the
+  /// capture) is freed on this thread too.
+  private static func joinAndDigest(_ box: Handoff<SnapshotParts>) -> SnapshotJoined {
     let started = Loop.hrtimeNs()
-    let bytes = parts.joined()
-    let digest = digest(bytes)
-    return (bytes, digest, Loop.hrtimeNs() &- started)
+    let pieces = box.take()?.joined(pieceBytes: SnapshotStore.chunkBytes) ?? []
+    let digest = Array(Crypto.sha256(pieces: pieces).prefix(16))
+    return SnapshotJoined(pieces: Handoff(pieces), digest: digest, ns: Loop.hrtimeNs() &- started)
   }
 
   private func snapshotReady(_ snapshot: SnapshotStore, _ replica: Replica, _ g: String) {
     if replica.noteLocalDigest(snapshot.digest, at: snapshot.position) {
+      snapshotWaiting.forEach { server.loop.release($0.parts) }
       snapshotWaiting = []
-      snapshotFinished()
+      storeFinished(snapshot)
       return diverged(at: snapshot.position)
     }
-    guard state == .ready, number != 0 else { return snapshotFinished() }
+    guard state == .ready, number != 0 else { return storeFinished(snapshot) }
     guard replica.ticker == number else {
       append(.digest(position: snapshot.position, digest: snapshot.digest, stored: false))
-      return snapshotFinished()
+      return storeFinished(snapshot)
     }
-    stats.snapshotBytes = UInt64(snapshot.bytes.count)
-    store(snapshot, generation: g, offset: 0)
+    stats.snapshotBytes = UInt64(snapshot.count)
+    store(snapshot, generation: g, piece: 0)
   }
 
   /// This replica's state disagrees with the stored snapshot at `position`: its

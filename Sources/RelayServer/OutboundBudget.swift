@@ -30,9 +30,10 @@ final class OutboundBudget {
   }
   /// Connections closed because the process-wide budget was exceeded.
   var budgetCloses: UInt64 = 0
-  /// Heap trims done, and when the last one ran (monotonic ms).
-  var trims: UInt64 = 0
-  var lastTrimMs: Int64 = 0
+  /// The heap's figures, sampled (and trimmed) off the loop, and when the last
+  /// sample was started (monotonic ms).
+  let heap = HeapGauge()
+  var lastHeapSampleMs: Int64 = 0
   /// `SO_SNDBUF` the kernel granted an accepted socket (Linux: twice what was asked),
   /// read from the first one: what each connection may hold in the kernel.
   var socketSendBufferBytes = 0
@@ -81,11 +82,10 @@ extension RelayServer {
       }
     }
     enforceOutboundBudget()  // echo output does not pass through `applyEffects`
-    guard nowMs - outbound.lastTrimMs >= config.heapTrimIntervalMs else { return }
-    guard Loop.heapUsage().freeHeld > config.heapTrimThresholdBytes else { return }
-    outbound.lastTrimMs = nowMs
-    outbound.trims += 1
-    Loop.trimHeap()
+    // Off the loop: the sample and the trim walk the whole heap (HeapGauge).
+    guard nowMs - outbound.lastHeapSampleMs >= config.heapTrimIntervalMs else { return }
+    outbound.lastHeapSampleMs = nowMs
+    outbound.heap.sample(on: loop, trimAboveBytes: config.heapTrimThresholdBytes)
   }
 
   /// `/metrics` gauges and counters of this file.
@@ -93,7 +93,12 @@ extension RelayServer {
     metrics.mirror("relay_outbound_queued_bytes", loop.stats.queuedBytes)
     metrics.mirror("relay_outbound_budget_bytes", config.outboundBudgetBytes)
     metrics.mirrorCounter("relay_outbound_budget_closes_total", outbound.budgetCloses)
-    metrics.mirrorCounter("relay_heap_trims_total", outbound.trims)
+    metrics.mirrorCounter("relay_heap_trims_total", outbound.heap.trims)
+    // Heap in use vs held free by the allocator: tells live state from fragmentation
+    // when sizing memory per connection. Sampled every `heapTrimIntervalMs`, off the loop.
+    metrics.mirror("relay_heap_in_use_bytes", outbound.heap.inUse)
+    metrics.mirror("relay_heap_free_bytes", outbound.heap.freeHeld)
+    metrics.mirrorCounter("relay_heap_samples_total", outbound.heap.samples)
     // Kernel memory outside the queues above: at most this much per open socket.
     metrics.mirror("relay_socket_send_buffer_bytes", outbound.socketSendBufferBytes)
     metrics.mirror("relay_kernel_send_buffer_bound_bytes", outbound.socketSendBufferBytes * connections.count)

@@ -30,4 +30,46 @@ struct OffloadTests {
     #expect(results.count == 8)
     #expect(results.values.allSatisfy { $0.onLoop && !$0.workOnLoop })
   }
+
+  /// `Loop.release`: the value's last reference goes on a pool thread, so its deinit
+  /// (a big buffer's free) runs there; a `Handoff` gives its value once.
+  @Test("a released value is freed on a pool thread; a handoff gives its value once")
+  func releaseFreesOffTheLoop() {
+    let fixture = LoopFixture()
+    let loopThread = pthread_self()
+    let freed = FreedOn()
+    let box = Handoff(Tracked(freed))
+    fixture.loop.release(box)
+    fixture.runAndClose()
+    #expect(freed.thread.map { pthread_equal($0, loopThread) == 0 } == true, "freed on the loop thread, or never")
+    #expect(box.take() == nil)
+    let once = Handoff(7)
+    #expect(once.take() == 7)
+    #expect(once.take() == nil)
+  }
+
+  /// `HeapGauge`: a sample runs off the loop and its figures reach the loop; one at a time.
+  @Test("the heap gauge samples on the pool, one sample at a time")
+  func heapGaugeSamplesOffTheLoop() {
+    let fixture = LoopFixture()
+    let gauge = HeapGauge()
+    gauge.sample(on: fixture.loop, trimAboveBytes: Int.max)
+    gauge.sample(on: fixture.loop, trimAboveBytes: Int.max)  // one is under way: ignored
+    #expect(gauge.samples == 0)
+    fixture.runAndClose()
+    #expect(gauge.samples == 1)
+    #expect(gauge.inUse > 0)
+    #expect(gauge.trims == 0)
+  }
+}
+
+private final class FreedOn: @unchecked Sendable {
+  var thread: pthread_t?
+}
+
+/// Records the thread its deinit runs on.
+private final class Tracked: Sendable {
+  let freed: FreedOn
+  init(_ freed: FreedOn) { self.freed = freed }
+  deinit { freed.thread = pthread_self() }
 }

@@ -8,6 +8,17 @@ import Testing
     #expect(RESP.command([[0, 13, 10]]) == [42, 49, 13, 10, 36, 51, 13, 10, 0, 13, 10, 13, 10])
   }
 
+  /// A payload sent apart: head + payload + tail is the command with it in place.
+  @Test func encodesACommandAroundAPayload() {
+    let before = [Array("SET".utf8), Array("k".utf8)]
+    let after = [Array("EX".utf8), Array("600".utf8)]
+    let payload: [UInt8] = [0, 13, 10, 255]
+    let parts = RESP.command(before, payloadCount: payload.count, after: after)
+    #expect(parts.head + payload + parts.tail == RESP.command(before + [payload] + after))
+    let last = RESP.command([Array("APPEND".utf8)], payloadCount: 0, after: [])
+    #expect(last.head + last.tail == RESP.command([Array("APPEND".utf8), []]))
+  }
+
   @Test func parsesEveryReplyTypeAtEverySplit() throws {
     let stream = Array("+OK\r\n-ERR no\r\n:42\r\n$-1\r\n*-1\r\n$5\r\nab\r\nc\r\n*2\r\n*1\r\n:1\r\n$0\r\n\r\n".utf8)
     let expected: [RESPValue] = [

@@ -56,7 +56,10 @@ import Testing
     let sNow = h.core.snapshot()
     var table = BinaryReader(sNow)
     _ = try table.u8()
-    #expect(try table.u32() > UInt32(s.profiles.count), "no profile only in a replay log: the test proves less")
+    let live = Set(
+      h.core.connections.values.compactMap { $0.profile.map(ObjectIdentifier.init) }
+        + h.core.sessions.values.flatMap { $0.members.map { ObjectIdentifier($0.profile) } })
+    #expect(try table.u32() > UInt32(live.count), "no profile only in a replay log: the test proves less")
     for r in 1...3 { Self.round(h, r) }
     h.core.closed(ConnectionID(3), clean: true, at: h.now)  // s2 is freed
     h.join(20, uid: "erin", session: "s3")
@@ -91,5 +94,45 @@ import Testing
     #expect([try r.u8(), try r.u8(), try r.u8()] == header)
     #expect(try r.bytes() == bytes)
     try r.expectEnd()
+  }
+
+  /// `joined(pieceBytes:)`: every piece but the last exactly that long, and the pieces
+  /// in order are the joined bytes, whatever the size (pieces cut inside the profile
+  /// table, a replay event, the eviction records, the skeleton; the framed length
+  /// patched into a piece already cut, with a header of one byte or several).
+  @Test func piecesAreTheJoinedBytesCut() {
+    let h = Self.busyCore()
+    for header in [[], [0xAA], [0xAA, 0xBB, 0xCC]] as [[UInt8]] {
+      let parts = header.isEmpty ? h.core.snapshotParts() : h.core.snapshotParts().framed(by: header)
+      let whole = parts.joined()
+      for size in [1, 2, 3, 5, 7, 64, 1_000, 4_096, whole.count - 1, whole.count, whole.count + 1] {
+        let pieces = parts.joined(pieceBytes: size)
+        #expect(pieces.dropLast().allSatisfy { $0.count == size }, "piece size \(size)")
+        #expect(pieces.last.map { $0.count >= 1 && $0.count <= size } == true, "last piece, size \(size)")
+        #expect(Array(pieces.joined()) == whole, "pieces of \(size), header \(header.count)")
+      }
+    }
+  }
+
+  /// The users' connections are captured in one pass over the multimap and grouped
+  /// off the loop: the same lists, in the same order, as a lookup per user gives
+  /// (the table's probe runs wrap past its end at some sizes: every size is checked),
+  /// also after some connections closed.
+  @Test func userConnectionsAreGroupedAsLookedUp() {
+    let h = Harness { $0.heartbeatsInShell = true }
+    func check(_ label: String) {
+      let table = h.core.userConnections
+      let uids = Set(h.core.connections.values.compactMap(\.uid)).sorted()
+      let expected = uids.map { uid in (uid, table.elements(withKey: uid).map(\.id.raw)) }
+      let grouped = UserConnections(table).grouped()
+      #expect(grouped.map(\.uid) == expected.map(\.0), "\(label)")
+      #expect(grouped.map(\.ids) == expected.map(\.1), "\(label)")
+    }
+    for n in 1...300 {
+      h.connect(UInt64(n), uid: "u\((n * 7) % 97)")
+      check("\(n) connections")
+    }
+    for n in stride(from: 3, through: 300, by: 5) { h.core.closed(ConnectionID(UInt64(n)), clean: true, at: h.now) }
+    check("after closes")
   }
 }

@@ -24,6 +24,15 @@ struct CryptoTests {
     #expect(Crypto.hex(Crypto.sha256([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
   }
 
+  @Test("SHA-256 over pieces is the SHA-256 of their bytes joined, however split")
+  func sha256OfPieces() {
+    #expect(Crypto.sha256(pieces: [Array("a".utf8), [], Array("bc".utf8)]) == Crypto.sha256(Array("abc".utf8)))
+    #expect(Crypto.sha256(pieces: []) == Crypto.sha256([]))
+    let bytes = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+    let split = stride(from: 0, to: bytes.count, by: 777).map { Array(bytes[$0..<min(bytes.count, $0 + 777)]) }
+    #expect(Crypto.sha256(pieces: split) == Crypto.sha256(bytes))
+  }
+
   @Test("HMAC-SHA256, RFC 4231 test cases 1 and 2")
   func hmacRFC4231() {
     let case1 = Crypto.hmacSHA256(key: [UInt8](repeating: 0x0b, count: 20), message: Array("Hi There".utf8))

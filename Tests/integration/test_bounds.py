@@ -18,6 +18,18 @@ def metric(relay, name: str) -> float:
     return float(m.group(1))
 
 
+async def heap_in_use(relay) -> float:
+    """`relay_heap_in_use_bytes` sampled after this call: the relay samples the heap
+    off its loop every 2 s (`heapTrimIntervalMs`), so wait (bounded) until two more
+    samples finished — the first may have been under way already."""
+    wanted = metric(relay, "relay_heap_samples_total") + 2
+    for _ in range(200):
+        if metric(relay, "relay_heap_samples_total") >= wanted:
+            return metric(relay, "relay_heap_in_use_bytes")
+        await asyncio.sleep(0.05)
+    raise AssertionError("no fresh heap sample within 10 s")
+
+
 async def test_replay_bytes_are_bounded_per_session_and_in_all(relay_factory):
     r = relay_factory("--replay-bytes", "100000", "--replay-budget-bytes", "250000", "--message-rate", "1000")
     data = "x" * 8000
@@ -54,7 +66,7 @@ async def test_finished_calls_are_bounded_and_the_heap_returns(relay_factory):
         c = await Client.connect(r.ws)
         await c.hello_dev(f"caller{i}")
         callers.append(c)
-    baseline = metric(r, "relay_heap_in_use_bytes")
+    baseline = await heap_in_use(r)
     meta = {"note": "m" * 4000}
 
     async def ring(c: Client):
@@ -71,7 +83,7 @@ async def test_finished_calls_are_bounded_and_the_heap_returns(relay_factory):
             seen += 1
     assert metric(r, "relay_calls_finished_bytes") <= 65536
     assert metric(r, "relay_calls_finished_evicted_total") > 250
-    grown = metric(r, "relay_heap_in_use_bytes") - baseline
+    grown = await heap_in_use(r) - baseline
     assert grown < 1_000_000, grown
     for c in callers + [callee]:
         await c.close()
