@@ -119,7 +119,7 @@ import Testing
   /// (the table's probe runs wrap past its end at some sizes: every size is checked),
   /// also after some connections closed.
   @Test func userConnectionsAreGroupedAsLookedUp() {
-    let h = Harness { $0.heartbeatsInShell = true }
+    let h = Harness()
     func check(_ label: String) {
       let table = h.core.userConnections
       let uids = Set(h.core.connections.values.compactMap(\.uid)).sorted()
