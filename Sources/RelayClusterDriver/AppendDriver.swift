@@ -90,7 +90,8 @@ public struct AppendDriver: Sendable {
   }
 
   private struct Batch: Sendable {
-    let record: [UInt8]
+    let key: RecordKey
+    var record: [UInt8] { key.bytes }
     var phase = Phase.scripting
     /// The reader read it back and applied it.
     var applied = false
@@ -112,7 +113,7 @@ public struct AppendDriver: Sendable {
   /// Unapplied batches by record, oldest first: a record read back is matched to the
   /// oldest batch that sent those bytes (equal bytes are interchangeable answers;
   /// `NOSCRIPT` resends may reorder records against the sends).
-  private var unread: [[UInt8]: [Token]] = [:]
+  private var unread: [RecordKey: [Token]] = [:]
   private var scriptLoaded = false
 
   public init(policy: ReplicaPolicy, pipeline: AppendPipeline = AppendPipeline()) {
@@ -155,8 +156,9 @@ public struct AppendDriver: Sendable {
   }
 
   private mutating func append(_ t: Token, _ record: [UInt8], _ out: inout [Effect]) {
-    batches[t] = Batch(record: record)
-    unread[record, default: []].append(t)
+    let key = RecordKey(record)
+    batches[t] = Batch(key: key)
+    unread[key, default: []].append(t)
     let wasFull = pipeline.isFull
     pipeline.sent(bytes: record.count)
     out.append(.sendAppend(t, record: record, bySHA: scriptLoaded))
@@ -240,9 +242,10 @@ public struct AppendDriver: Sendable {
   }
 
   private mutating func applied(_ record: [UInt8], _ out: inout [Effect]) {
-    guard var waiting = unread[record], !waiting.isEmpty else { return }
+    let key = RecordKey(record)
+    guard var waiting = unread[key], !waiting.isEmpty else { return }
     let t = waiting.removeFirst()
-    unread[record] = waiting.isEmpty ? nil : waiting
+    unread[key] = waiting.isEmpty ? nil : waiting
     guard let batch = batches[t] else { return }
     out.append(.settled(t))
     if batch.phase.replied { batches[t] = nil } else { batches[t]?.applied = true }
@@ -260,10 +263,31 @@ public struct AppendDriver: Sendable {
   private mutating func drop(_ t: Token, _ out: inout [Effect]) {
     guard let batch = batches.removeValue(forKey: t) else { return }
     guard !batch.applied else { return }
-    if var waiting = unread[batch.record], let i = waiting.firstIndex(of: t) {
+    if var waiting = unread[batch.key], let i = waiting.firstIndex(of: t) {
       waiting.remove(at: i)
-      unread[batch.record] = waiting.isEmpty ? nil : waiting
+      unread[batch.key] = waiting.isEmpty ? nil : waiting
     }
     out.append(.fail(t))
   }
+}
+
+/// A record's bytes as a dictionary key, hashed once, over its bytes as one block.
+/// `[UInt8]`'s own `Hashable` feeds the hasher one element at a time, and every
+/// lookup and store hashes the key again; records are a loop turn's commands, often
+/// kilobytes, and each is looked up when sent and when read back. The table is only
+/// looked up, never iterated, so the hash's per-process seed cannot reach an output.
+struct RecordKey: Hashable, Sendable {
+  let bytes: [UInt8]
+  private let digest: Int
+
+  init(_ bytes: [UInt8]) {
+    self.bytes = bytes
+    var hasher = Hasher()
+    bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    digest = hasher.finalize()
+  }
+
+  static func == (a: RecordKey, b: RecordKey) -> Bool { a.digest == b.digest && a.bytes == b.bytes }
+
+  func hash(into hasher: inout Hasher) { hasher.combine(digest) }
 }

@@ -21,6 +21,22 @@ import Testing
     #expect(d.handle(.caughtUp).isEmpty)
   }
 
+  /// Records are matched by their bytes, not by their storage or their length: a
+  /// read-back copy finds its batch, oldest first among equal bytes, and a record of
+  /// the same length with other bytes finds none.
+  @Test func aRecordIsMatchedByItsBytes() {
+    var d = driver()
+    let record = (0..<4_096).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    var other = record
+    other[2_000] ^= 1
+    _ = d.handle(.append(1, record: record))
+    _ = d.handle(.append(2, record: record))
+    #expect(d.handle(.applied(record: other)).isEmpty)
+    #expect(d.handle(.applied(record: Array(record[...]))) == [.settled(1)])
+    #expect(d.handle(.applied(record: record.map { $0 })) == [.settled(2)])
+    #expect(d.handle(.applied(record: record)).isEmpty)
+  }
+
   /// A lost reply is decided by the re-read after the reconnect: found, applying it
   /// answered it; not found, `unavailable` — and not before.
   @Test func aLostReplyWaitsForTheReread() {
