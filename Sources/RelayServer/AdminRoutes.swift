@@ -8,11 +8,11 @@ extension RelayServer {
   func routeAdmin(_ conn: ServerConnection, _ method: String, _ parts: [String], body: [UInt8]) {
     switch (method, parts.count) {
     case ("POST", 2) where parts[1] == "sessions":
-      inputs.admin(conn, .createSession)
+      admin(conn, .createSession)
     case ("GET", 3) where parts[1] == "sessions":
-      inputs.admin(conn, .sessionInfo(session: parts[2]))
+      admin(conn, .sessionInfo(session: parts[2]))
     case ("DELETE", 5) where parts[1] == "sessions" && parts[3] == "participants":
-      inputs.admin(conn, .removeParticipant(session: parts[2], uid: parts[4]))
+      admin(conn, .removeParticipant(session: parts[2], uid: parts[4]))
     case ("POST", 2) where parts[1] == "tokens":
       mintToken(conn, body: body)
     case (_, 2), (_, 3), (_, 5):

@@ -28,16 +28,16 @@ extension RelayServer {
     let verb = parts.count == 4 ? parts[3] : nil
     switch (head.method, verb) {
     case ("GET", nil):
-      inputs.admin(conn, .callInfo(callId: callId, token: token))
+      admin(conn, .callInfo(callId: callId, token: token))
     case ("POST", "accept"):
-      inputs.admin(conn, .call(.accept, callId: callId, token: token))
+      admin(conn, .call(.accept, callId: callId, token: token))
     case ("POST", "reject"):
       guard let reason = rejectReason(body) else {
         return respondCallError(conn, 400, "bad_request", "body must be {\"reason\": \"declined\"|\"busy\"} or empty")
       }
-      inputs.admin(conn, .call(.reject(reason), callId: callId, token: token))
+      admin(conn, .call(.reject(reason), callId: callId, token: token))
     case ("POST", "cancel"):
-      inputs.admin(conn, .call(.cancel, callId: callId, token: token))
+      admin(conn, .call(.cancel, callId: callId, token: token))
     case (_, nil), (_, "accept"?), (_, "reject"?), (_, "cancel"?):
       respond(conn, status: 405, headers: [("Allow", verb == nil ? "GET" : "POST")], body: [])
     default:

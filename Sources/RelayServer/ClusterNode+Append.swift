@@ -18,7 +18,7 @@ extension ClusterNode {
       failed?()
       return
     }
-    lastAppendMs = server.loop.nowMs
+    lastAppendMs = host.loop.nowMs
     if batch.isEmpty { flushTimer?.start(afterMs: 0) { [unowned self] in self.flushBatch() } }
     batch.append((input, failed))
   }
@@ -59,7 +59,7 @@ extension ClusterNode {
       case .fail(let t): failBatch(sentAppends.removeValue(forKey: t)?.entries ?? [])
       case .settled(let t): sentAppends[t] = nil
       case .pauseReading: break  // the server asks `isBackedUp` before each read
-      case .resumeReading: server.inputsDrained()
+      case .resumeReading: host.inputsDrained()
       case .appendError(let message): appendFailed(message)
       case .generationLost(let message): generationLost(message)
       }
@@ -110,7 +110,7 @@ extension ClusterNode {
   func appendFailed(_ message: String) {
     driver.failing = true
     noteRedisError(message)
-    let (log, held) = appendErrorLog.admit(nowMs: server.loop.nowMs)
+    let (log, held) = appendErrorLog.admit(nowMs: host.loop.nowMs)
     if log {
       logger.error(
         "cluster append failed", metadata: ["redis": "\(message)", "node": "\(config.nodeId)", "held": "\(held)"])

@@ -25,7 +25,7 @@ extension ClusterNode {
 
   func startSentinels() {
     guard let address = config.sentinel else { return }
-    let client = SentinelClient(loop: server.loop, address: address, tls: config.tls, logger: logger)
+    let client = SentinelClient(loop: host.loop, address: address, tls: config.tls, logger: logger)
     client.onSwitch = { [weak self] primary in self?.switched(to: primary) }
     client.startWatching()
     sentinels = client
@@ -35,7 +35,7 @@ extension ClusterNode {
   func located(_ found: RedisAddress?) {
     guard state == .connecting else { return }
     guard let found else {
-      let (log, held) = appendErrorLog.admit(nowMs: server.loop.nowMs)
+      let (log, held) = appendErrorLog.admit(nowMs: host.loop.nowMs)
       if log { logger.error("no sentinel names the Redis primary", metadata: ["held": "\(held)"]) }
       return lostRedis()
     }
@@ -64,7 +64,7 @@ extension ClusterNode {
     commands?.send([Array("ROLE".utf8)]) { [weak self] reply in
       guard let self, let reply else { return }
       guard case .array(let items?) = reply, items.first?.string == "master" else {
-        let (log, held) = self.appendErrorLog.admit(nowMs: self.server.loop.nowMs)
+        let (log, held) = self.appendErrorLog.admit(nowMs: self.host.loop.nowMs)
         if log {
           self.logger.warning(
             "the Redis the sentinels named is not a primary: asking again", metadata: ["held": "\(held)"])
@@ -89,7 +89,7 @@ extension ClusterNode {
   /// Why a connection to Redis could not be made (refused, TLS, a wrong ACL user or
   /// password): logged like a failing append, at most every few seconds.
   func connectFailed(_ reason: String) {
-    let (log, held) = appendErrorLog.admit(nowMs: server.loop.nowMs)
+    let (log, held) = appendErrorLog.admit(nowMs: host.loop.nowMs)
     if log { logger.error("cannot use the Redis connection", metadata: ["reason": "\(reason)", "held": "\(held)"]) }
   }
 

@@ -6,7 +6,7 @@ import RelayCrypto
 extension ClusterNode {
   /// `format rules configDigest` of this binary and flags.
   var ruleLine: String {
-    let r = server.clusterRules
+    let r = host.clusterRules
     return "\(r.format) \(r.rules) \(Crypto.hex(r.configDigest))"
   }
 
@@ -16,7 +16,7 @@ extension ClusterNode {
     let theirs = meta.split(separator: " ")
     let mine = ruleLine.split(separator: " ")
     guard theirs.count == 3, theirs[0] == mine[0], theirs[2] == mine[2], let r = UInt32(theirs[1]) else { return false }
-    return r < server.clusterRules.rules
+    return r < host.clusterRules.rules
   }
 
   /// Why this node may not join a generation with these shared settings.

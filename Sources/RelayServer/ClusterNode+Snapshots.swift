@@ -21,14 +21,14 @@ extension ClusterNode {
       guard let self, self.generation == g else { return }
       guard case .array(let items?)? = reply, items.count == 4 else { return self.dropConnections() }
       guard let bytes = items[3].bytes else {
-        self.server.installReplica(seed: Array(g.utf8), restoring: nil)
+        self.host.installReplica(seed: Array(g.utf8), restoring: nil, ownFile: false)
         self.lastId = "0"
         return self.readLoop()
       }
       let digest = Self.digest(bytes)
       guard let pos = items[0].string.flatMap(UInt64.init), pos > 0, let id = items[1].string,
         items[2].string == Crypto.hex(digest),
-        let replica = self.server.installReplica(seed: Array(g.utf8), restoring: bytes), replica.position == pos
+        let replica = self.host.installReplica(seed: Array(g.utf8), restoring: bytes, ownFile: false), replica.position == pos
       else {
         self.logger.error("the stored cluster snapshot is unreadable: starting a new generation")
         return self.replaceGeneration(g)
@@ -62,7 +62,7 @@ extension ClusterNode {
   /// the last two positions of a burst are always stored, so the trim behind the
   /// previous snapshot keeps the log at about one interval.
   func snapshotDue(at position: UInt64, id: String) {
-    guard let replica = server.replica, let g = generation else { return }
+    guard let replica = host.replica, let g = generation else { return }
     let started = Loop.hrtimeNs()
     let capture = SnapshotCapture(
       parts: Handoff(replica.snapshotParts()), position: position, id: id, epoch: readEpoch, generation: g,
@@ -71,7 +71,7 @@ extension ClusterNode {
     guard !snapshotBusy else {
       snapshotWaiting.append(capture)
       if snapshotWaiting.count > Self.snapshotsWaitingMax {
-        server.loop.release(snapshotWaiting.removeFirst().parts)
+        host.loop.release(snapshotWaiting.removeFirst().parts)
         stats.snapshotsSuperseded += 1
       }
       return
@@ -82,12 +82,12 @@ extension ClusterNode {
   private func process(_ capture: SnapshotCapture) {
     snapshotBusy = true
     let parts = capture.parts
-    server.loop.offload({ Self.joinAndDigest(parts) }) { [weak self] done in
+    host.loop.offload({ Self.joinAndDigest(parts) }) { [weak self] done in
       guard let self else { return }
       self.stats.snapshotNs = done.ns
       let snapshot = SnapshotStore(
         pieces: done.pieces.take() ?? [], digest: done.digest, position: capture.position, id: capture.id)
-      guard let replica = capture.replica, self.server.replica === replica, self.readEpoch == capture.epoch,
+      guard let replica = capture.replica, self.host.replica === replica, self.readEpoch == capture.epoch,
         self.generation == capture.generation
       else { return self.storeFinished(snapshot) }
       self.snapshotReady(snapshot, replica, capture.generation)
@@ -106,7 +106,7 @@ extension ClusterNode {
   /// Done with `snapshot`: its pieces are freed on the thread pool (hundreds of
   /// megabytes at a large state), and the waiting snapshot goes.
   func storeFinished(_ snapshot: SnapshotStore) {
-    server.loop.release(snapshot.takePieces())
+    host.loop.release(snapshot.takePieces())
     snapshotFinished()
   }
 
@@ -123,7 +123,7 @@ extension ClusterNode {
 
   private func snapshotReady(_ snapshot: SnapshotStore, _ replica: Replica, _ g: String) {
     if replica.noteLocalDigest(snapshot.digest, at: snapshot.position) {
-      snapshotWaiting.forEach { server.loop.release($0.parts) }
+      snapshotWaiting.forEach { host.loop.release($0.parts) }
       snapshotWaiting = []
       storeFinished(snapshot)
       return diverged(at: snapshot.position)
@@ -153,7 +153,7 @@ extension ClusterNode {
   /// tried, and when it meets the same hole a third time, a new generation starts.
   func rebuild(reason: String) {
     guard let g = generation else { return }
-    let mine = server.replica?.position ?? 0
+    let mine = host.replica?.position ?? 0
     readEpoch &+= 1  // nothing more of the current read is applied
     commands?.send([Array("HGET".utf8), Self.key("snapshot", g), Array("pos".utf8)]) { [weak self] reply in
       guard let self, self.generation == g else { return }
@@ -171,8 +171,8 @@ extension ClusterNode {
   private func restart() {
     number = 0
     pendingJoin = nil
-    server.replica?.localNode = 0
-    server.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "node rebuilding its state")
+    host.replica?.localNode = 0
+    host.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "node rebuilding its state")
     loadSnapshot()
   }
 
@@ -191,21 +191,21 @@ extension ClusterNode {
   /// stores the state as the first snapshot of the successor generation.
   func handedOver(to rules: UInt32, handoffBy: UInt32?, raw: RawRecord) {
     logger.warning("the cluster is upgrading to rules version \(rules): this node steps down")
-    server.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "cluster upgrading")
-    guard handoffBy == number, number != 0, let replica = server.replica, let g = generation else {
-      return server.superseded()
+    host.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "cluster upgrading")
+    guard handoffBy == number, number != 0, let replica = host.replica, let g = generation else {
+      return host.superseded()
     }
     let fresh = Crypto.hex(Crypto.randomBytes(32))
     let bytes = replica.snapshot(successorRules: rules)
     let digest = Self.digest(bytes)
-    let r = server.clusterRules
+    let r = host.clusterRules
     let meta = "\(r.format) \(rules) \(Crypto.hex(r.configDigest))"
     var keys = [Self.generationKey] + ["meta", "seq", "snapshot", "log"].map { Self.key($0, fresh) }
     keys += ["meta", "seq", "log", "snapshot", "snapshot-bytes"].map { Self.key($0, g) }
     let args = [g, fresh, meta, String(replica.position), Crypto.hex(digest)].map { Array($0.utf8) } + [bytes]
     run(.handoff, keys: keys, args: args) { [weak self] reply in
       self?.logger.info("cluster state handed over", metadata: ["reply": "\(reply?.string ?? "none")"])
-      self?.server.superseded()
+      self?.host.superseded()
     }
   }
 
@@ -214,7 +214,7 @@ extension ClusterNode {
   func requestUpgrade(generation g: String) {
     logger.warning("the cluster runs an older rules version: asking it to hand over")
     loadScripts()
-    appendNow(.upgrade(rules: server.clusterRules.rules), node: 0, generation: g)
+    appendNow(.upgrade(rules: host.clusterRules.rules), node: 0, generation: g)
     reconnectTimer?.start(afterMs: 500) { [weak self] in self?.dropConnections() }
   }
 }

@@ -33,7 +33,7 @@ final class ClusterNode {
     case stopped
   }
 
-  unowned let server: RelayServer
+  unowned let host: any ReplicaHost
   let config: ClusterConfig
   let logger: Logger
   var commands: RedisConnection?
@@ -96,8 +96,8 @@ final class ClusterNode {
   /// Beats are sent this often; a node is dead after `nodeTimeoutMs` without one.
   var beatMs: UInt64 { UInt64(max(50, min(1_000, config.nodeTimeoutMs / 4))) }
 
-  init(server: RelayServer, config: ClusterConfig, logger: Logger) {
-    self.server = server
+  init(host: any ReplicaHost, config: ClusterConfig, logger: Logger) {
+    self.host = host
     self.config = config
     self.logger = logger
     driver = AppendDriver(policy: ReplicaPolicy(minReplicas: config.minReplicas, followsFailovers: config.sentinel != nil))
@@ -119,12 +119,12 @@ final class ClusterNode {
   // MARK: Connecting
 
   func start() {
-    let timer = EventLoop.Timer(loop: server.loop)
+    let timer = EventLoop.Timer(loop: host.loop)
     timer.start(afterMs: beatMs, repeatMs: beatMs) { [unowned self] in self.housekeep() }
     housekeeping = timer
-    reconnectTimer = EventLoop.Timer(loop: server.loop)
-    tickTimer = EventLoop.Timer(loop: server.loop)
-    flushTimer = EventLoop.Timer(loop: server.loop)
+    reconnectTimer = EventLoop.Timer(loop: host.loop)
+    tickTimer = EventLoop.Timer(loop: host.loop)
+    flushTimer = EventLoop.Timer(loop: host.loop)
     startSentinels()
     connect()
   }
@@ -143,7 +143,7 @@ final class ClusterNode {
   /// attempt, on libuv's thread pool (`uv_getaddrinfo`): the loop serves meanwhile.
   func resolve(_ address: RedisAddress) {
     primary = address
-    HostResolver.resolve(address.host, on: server.loop) { [weak self] ip in self?.resolved(ip, address) }
+    HostResolver.resolve(address.host, on: host.loop) { [weak self] ip in self?.resolved(ip, address) }
   }
 
   private func resolved(_ ip: Result<String, LoopError>, _ given: RedisAddress) {
@@ -155,10 +155,10 @@ final class ClusterNode {
     }
     address.host = ip
     let failed: (String) -> Void = { [weak self] in self?.connectFailed($0) }
-    RedisConnection.open(loop: server.loop, address: address, tls: config.tls, failed: failed) { [weak self] commands in
+    RedisConnection.open(loop: host.loop, address: address, tls: config.tls, failed: failed) { [weak self] commands in
       guard let self, self.state == .connecting else { return commands?.close() ?? () }
       guard let commands else { return self.lostRedis() }
-      RedisConnection.open(loop: self.server.loop, address: address, tls: self.config.tls, failed: failed) {
+      RedisConnection.open(loop: self.host.loop, address: address, tls: self.config.tls, failed: failed) {
         [weak self] reader in
         guard let self, self.state == .connecting, commands.isOpen else {
           commands.close()
@@ -185,11 +185,11 @@ final class ClusterNode {
     commands?.send([Array("CONFIG".utf8), Array("GET".utf8), Array("maxmemory-policy".utf8)]) { [weak self] reply in
       guard let self, let reply else { return }
       guard case .array(let items?) = reply, items.count == 2, let policy = items[1].string else {
-        return self.server.fatal(
+        return self.host.fatal(
           "cannot read Redis's maxmemory-policy (CONFIG GET refused): pass --redis-skip-policy-check if this Redis never evicts")
       }
       guard !policy.hasPrefix("allkeys") else {
-        return self.server.fatal(
+        return self.host.fatal(
           "Redis maxmemory-policy is \(policy): it may evict the cluster's log; set noeviction (or pass --redis-skip-policy-check)")
       }
       self.bootstrap()
@@ -222,7 +222,7 @@ final class ClusterNode {
       }
       if meta != self.ruleLine {
         if self.olderRules(meta: meta) { return self.requestUpgrade(generation: g) }
-        return self.server.fatal(self.refusal(meta: meta))
+        return self.host.fatal(self.refusal(meta: meta))
       }
       self.enter(generation: g)
     }
@@ -231,7 +231,7 @@ final class ClusterNode {
   private func enter(generation g: String) {
     redisAttempts = 0
     loadScripts()
-    if let old = generation, old == g, server.replica != nil {
+    if let old = generation, old == g, host.replica != nil {
       // Same generation: carry on from where this replica was — once the log is
       // known to still hold what it applied (a failover may have lost a tail).
       return verifyHistory(g) { [weak self] in
@@ -265,7 +265,7 @@ final class ClusterNode {
     tickTimer?.stop()
     armedTickMs = nil
     if wasUp { logger.error("cluster bus lost: Redis unreachable", metadata: ["node": "\(config.nodeId)"]) }
-    server.clusterBusLost()
+    host.clusterBusLost()
     if let done = onLeft { onLeft = nil; return done() }
     let delay = UInt64(redisBackoff.delayMs(attempt: redisAttempts, using: &redisJitter))
     redisAttempts += 1
@@ -346,16 +346,16 @@ final class ClusterNode {
     let nonce = UInt64.random(in: 1...UInt64.max)
     pendingJoin = nonce
     appendNow(
-      .join(JoinRequest(name: config.nodeId, nonce: nonce, rules: server.clusterRules)), node: 0
+      .join(JoinRequest(name: config.nodeId, nonce: nonce, rules: host.clusterRules)), node: 0
     )
   }
 
   private func apply(_ raw: RawRecord) {
-    guard let replica = server.replica else { return }
+    guard let replica = host.replica else { return }
     stats.applied += 1
-    let applied = server.applyRecord(raw)
+    let applied = host.applyRecord(raw)
     if driver.inFlight > 0, let record = raw.batch { perform(driver.handle(.applied(record: record))) }
-    appliedAtLoopMs = server.loop.nowMs
+    appliedAtLoopMs = host.loop.nowMs
     if let reason = applied.rejected { rejected(raw.id, reason) }
     if applied.lostRecords { return rebuild(reason: "records missing from the log") }
     stats.deaths += UInt64(applied.deaths.count)
@@ -366,7 +366,7 @@ final class ClusterNode {
     if let pending = pendingJoin {
       if let mine = applied.joined.first(where: { $0.nonce == pending }) { return joined(mine.number) }
       if let refused = applied.refusedJoins.first(where: { $0.nonce == pending }) {
-        return server.fatal("the cluster refused this node: \(refused.reason)")
+        return host.fatal("the cluster refused this node: \(refused.reason)")
       }
     }
     if let position = applied.snapshotDue { snapshotDue(at: position, id: raw.id) }
@@ -381,7 +381,7 @@ final class ClusterNode {
   private func joined(_ n: UInt32) {
     number = n
     pendingJoin = nil
-    server.replica?.localNode = n
+    host.replica?.localNode = n
     logger.info("cluster node joined", metadata: ["node": "\(config.nodeId)", "number": "\(n)"])
     becomeReady(reconnected: false)
   }
@@ -404,8 +404,8 @@ final class ClusterNode {
     stats.rejoins += 1
     number = 0
     unloggedCloses = []
-    server.replica?.localNode = 0
-    server.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "node rejoining the cluster")
+    host.replica?.localNode = 0
+    host.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "node rejoining the cluster")
     join()
   }
 
@@ -414,24 +414,24 @@ final class ClusterNode {
   private func housekeep() {
     commands?.checkOverdue()
     reader?.checkOverdue()
-    perform(driver.handle(.expire(nowMs: server.loop.nowMs)))
+    perform(driver.handle(.expire(nowMs: host.loop.nowMs)))
     guard state == .ready else { return }
     let retry = unloggedCloses
     unloggedCloses = []
     for input in retry { append(input) }
-    if server.loop.nowMs >= lastAppendMs + beatMs / 2 { append(.beat) }
+    if host.loop.nowMs >= lastAppendMs + beatMs / 2 { append(.beat) }
   }
 
   /// The log's time now, as this node estimates it: the replica's clock plus the
   /// loop time since it last moved.
   var logNowMs: Int64 {
-    (server.replica?.clockMs ?? 0) + Int64(server.loop.nowMs &- appliedAtLoopMs)
+    (host.replica?.clockMs ?? 0) + Int64(host.loop.nowMs &- appliedAtLoopMs)
   }
 
   /// The ticker (the live node with the lowest number, the same on every replica)
   /// logs a `tick` when the core's next deadline or a node's death is due.
   func armTicker() {
-    guard state == .ready, let replica = server.replica, replica.ticker == number else {
+    guard state == .ready, let replica = host.replica, replica.ticker == number else {
       tickTimer?.stop()
       armedTickMs = nil
       return

@@ -29,6 +29,7 @@ final class DiskLog: ReplicatedInputs {
   /// The server outlives its input log; unowned(unsafe): no reference count to check
   /// on every record.
   unowned(unsafe) let server: RelayServer
+  var host: any ReplicaHost { server }
   let config: DurableConfig
   let logger: Logger
   let dir: DataDir

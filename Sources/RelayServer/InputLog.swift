@@ -20,18 +20,19 @@ protocol InputLog: AnyObject {
   var isBackedUp: Bool { get }
   /// The core's id for the process-local socket number `local`.
   func connectionID(local: UInt64) -> ConnectionID
-  func open(_ conn: ServerConnection)
-  func text(_ conn: ServerConnection, _ payload: [UInt8])
+  func open(_ id: ConnectionID)
+  func text(_ id: ConnectionID, _ payload: [UInt8])
   /// A text message borrowed from the read buffer (`takesBorrowedText`), taken during
   /// the call; false: not taken now, the caller hands it over as a copy (`text(_:_:)`)
   /// once the codec is done. The caller applies the core's effects after the codec
   /// (`applyEffects`).
   func text(_ id: ConnectionID, borrowed payload: UnsafeRawBufferPointer) -> Bool
   /// `clean`: the socket ended after a closing handshake.
-  func closed(_ conn: ServerConnection, clean: Bool)
-  /// `conn` waits for the answer; nil for an input nobody waits for (a provider's
-  /// token removal, §9a).
-  func admin(_ conn: ServerConnection?, _ action: AdminAction)
+  func closed(_ id: ConnectionID, clean: Bool)
+  /// An admin or call action; its result is answered to whoever the host registered
+  /// under `request` (`ReplicaHost.answerAdmin`, or `failAdmin` when it cannot be
+  /// logged).
+  func admin(request: UInt64, _ action: AdminAction)
 }
 
 /// Standalone: each input goes straight into the core, and its effects are applied.
@@ -46,13 +47,13 @@ final class LocalLog: InputLog {
 
   func connectionID(local: UInt64) -> ConnectionID { ConnectionID(local) }
 
-  func open(_ conn: ServerConnection) {
-    server.core.open(conn.id, at: server.now)
+  func open(_ id: ConnectionID) {
+    server.core.open(id, at: server.now)
     server.applyEffects()
   }
 
-  func text(_ conn: ServerConnection, _ payload: [UInt8]) {
-    payload.withUnsafeBytes { server.inputText(conn.id, borrowed: $0) }
+  func text(_ id: ConnectionID, _ payload: [UInt8]) {
+    payload.withUnsafeBytes { server.inputText(id, borrowed: $0) }
     server.applyEffects()
   }
 
@@ -61,14 +62,14 @@ final class LocalLog: InputLog {
     return true
   }
 
-  func closed(_ conn: ServerConnection, clean: Bool) {
-    server.core.closed(conn.id, clean: clean, at: server.now)
+  func closed(_ id: ConnectionID, clean: Bool) {
+    server.core.closed(id, clean: clean, at: server.now)
     server.applyEffects()
   }
 
-  func admin(_ conn: ServerConnection?, _ action: AdminAction) {
+  func admin(request: UInt64, _ action: AdminAction) {
     let result = Replica.run(action, on: server.core, at: server.now)
     server.applyEffects()
-    if let conn { server.respondAdmin(conn, result) }
+    server.answerAdmin(request, result)
   }
 }

@@ -22,11 +22,11 @@ extension RelayServer {
     switch head.method {
     case "PUT":
       switch Self.pushRegistration(body) {
-      case .success(let fields): inputs.admin(conn, .pushDevice(.register(fields), device: device, token: token))
+      case .success(let fields): admin(conn, .pushDevice(.register(fields), device: device, token: token))
       case .failure(let error): respondCallError(conn, 400, "bad_request", error.message)
       }
     case "DELETE":
-      inputs.admin(conn, .pushDevice(.unregister, device: device, token: token))
+      admin(conn, .pushDevice(.unregister, device: device, token: token))
     default:
       respond(conn, status: 405, headers: [("Allow", "PUT, DELETE")], body: [])
     }
@@ -53,7 +53,7 @@ extension RelayServer {
   /// `DeviceTokenNotForTopic`; FCM `UNREGISTERED`): removed through the input log, so
   /// every node of a cluster forgets it. No connection waits for the answer.
   func pushTokenInvalid(uid: String, token: String) {
-    inputs.admin(nil, .removePushToken(uid: uid, token: token))
+    admin(nil, .removePushToken(uid: uid, token: token))
   }
 
   /// Performs one `Effect.push` this node owns. Until a push service is attached the

@@ -87,8 +87,9 @@ extension ServerConfig {
   }
 }
 
-/// What the shell asks of its input log (InputLog.swift).
-extension RelayServer {
+/// What the shell asks of its input log (InputLog.swift), and what the log asks of
+/// the shell (ReplicaHost.swift).
+extension RelayServer: ReplicaHost {
   var isReady: Bool { !draining && inputs.acceptsInputs }
 
   /// The core's id of a new socket (a cluster node's number in its top bits).
@@ -121,13 +122,28 @@ extension RelayServer {
 
   /// §12: a command that needs shared state while it is unreachable gets
   /// `unavailable` (with its `id` as `re`), and changes nothing.
-  func answerUnavailable(_ conn: ServerConnection, _ payload: [UInt8]) {
-    guard conn.isWebSocket else { return }
+  func answerUnavailable(_ id: ConnectionID, _ payload: [UInt8]) {
+    guard let conn = connections[id], conn.isWebSocket else { return }
     var members: [(String, JSONValue)] = [("type", .string("error"))]
     if let id = (try? JSONParser.parse(payload))?.objectValue?["id"]?.stringValue { members.append(("re", .string(id))) }
     members.append(("code", .string(ErrorCode.unavailable.rawValue)))
     members.append(("message", .string(unavailableMessage)))
     deliver(Payload(object(members)), to: [conn.id])
+  }
+
+  /// A socket whose `open` could not be logged has no state anywhere: 1012, resume later.
+  func closeUnlogged(_ id: ConnectionID) {
+    connections[id]?.close(code: CloseCode.serviceRestart, reason: stateUnavailable)
+  }
+
+  /// An admin or call action into the log; `conn` waits for the answer (nil for an
+  /// input nobody waits for: a provider's token removal, §9a). Each gets a request
+  /// number, under which the log's answer finds it.
+  func admin(_ conn: ServerConnection?, _ action: AdminAction) {
+    let request = nextAdminRequest
+    nextAdminRequest += 1
+    if let conn { pendingAdmin[request] = conn }
+    inputs.admin(request: request, action)
   }
 
   // MARK: Applying the log
@@ -207,6 +223,11 @@ extension RelayServer {
   func answerAdmin(_ request: UInt64, _ result: AdminResult) {
     guard let conn = pendingAdmin.removeValue(forKey: request) else { return }
     respondAdmin(conn, result)
+  }
+
+  func failAdmin(_ request: UInt64) {
+    guard let conn = pendingAdmin.removeValue(forKey: request) else { return }
+    respondError(conn, 503, ErrorCode.unavailable.rawValue, unavailableMessage)
   }
 
   func failPendingAdmin() {

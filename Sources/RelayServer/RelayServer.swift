@@ -101,7 +101,7 @@ public final class RelayServer {
       self.applyEffects()
     }
     if let c = config.cluster {
-      cluster = ClusterNode(server: self, config: c, logger: logger)
+      cluster = ClusterNode(host: self, config: c, logger: logger)
     }
   }
 
@@ -259,7 +259,7 @@ public final class RelayServer {
     metrics.websocketsOpen.record(websocketCount)
     guard endpoint == .relay else { return }
     heartbeatOpened(conn)
-    inputs.open(conn)
+    inputs.open(conn.id)
   }
 
   /// A WebSocket left the open ones (closing handshake done, slow consumer, dead
@@ -283,7 +283,7 @@ public final class RelayServer {
     if wasCounted { webSocketLeft(conn) }
     metrics.connectionsOpen.record(connections.count)
     heartbeats.closed(conn.heartbeat)
-    if let coreClean { inputs.closed(conn, clean: coreClean) }
+    if let coreClean { inputs.closed(conn.id, clean: coreClean) }
     if draining, stopped, connections.isEmpty {
       sweepTimer?.close()
       sweepTimer = nil

@@ -12,7 +12,7 @@ import RelayPrimitives
 /// node-local (RelayServer+Heartbeats.swift): pongs are not logged, and a silent
 /// socket is logged as what it becomes, a `closed` socket.
 protocol ReplicatedInputs: InputLog {
-  var server: RelayServer { get }
+  var host: any ReplicaHost { get }
   /// This process's node number in the log (0 while it has none).
   var number: UInt32 { get }
   /// Logs one input; `failed` runs if it cannot be logged now (the caller answers
@@ -30,39 +30,28 @@ extension ReplicatedInputs {
   /// across the restarts of a durable single node: each start is a new number).
   func connectionID(local: UInt64) -> ConnectionID { Replica.connectionID(node: number, local: local) }
 
-  // The failure handlers find the connection by its id in the server's table (where
-  // it stays until it is closed) rather than by a weak reference: a weak reference
-  // gives the object a side table, and every later retain and release of it (many
-  // per message) takes the slow path. The server outlives its input log: unowned.
-  func open(_ conn: ServerConnection) {
-    append(.open(connection: conn.id.raw)) { [unowned server = self.server, id = conn.id] in
-      server.connections[id]?.close(code: CloseCode.serviceRestart, reason: server.stateUnavailable)
-    }
+  // The failure handlers name the connection by its id: the host finds it in its
+  // table (where it stays until it is closed) rather than through a weak reference,
+  // which gives the object a side table and sends every later retain and release of
+  // it (many per message) down the slow path. The host outlives its input log: unowned.
+  func open(_ id: ConnectionID) {
+    append(.open(connection: id.raw)) { [unowned host = self.host] in host.closeUnlogged(id) }
   }
 
-  func text(_ conn: ServerConnection, _ payload: [UInt8]) {
-    append(.text(connection: conn.id.raw, payload)) { [unowned server = self.server, id = conn.id] in
-      guard let conn = server.connections[id] else { return }
-      server.answerUnavailable(conn, payload)
-    }
+  func text(_ id: ConnectionID, _ payload: [UInt8]) {
+    append(.text(connection: id.raw, payload)) { [unowned host = self.host] in host.answerUnavailable(id, payload) }
   }
 
-  func closed(_ conn: ServerConnection, clean: Bool) {
+  func closed(_ id: ConnectionID, clean: Bool) {
     // §13: a drained node's clients resume elsewhere (or, single, after the restart),
     // so their participants are held (lost), not gone. A socket of an earlier node
     // number is already closed on every replica.
-    guard Replica.node(of: conn.id.raw) == number else { return }
-    append(.closed(connection: conn.id.raw, clean: clean && !server.draining), failed: nil)
+    guard Replica.node(of: id.raw) == number else { return }
+    append(.closed(connection: id.raw, clean: clean && !host.draining), failed: nil)
   }
 
   /// Answered when the record is applied, so every replica agrees on the outcome.
-  func admin(_ conn: ServerConnection?, _ action: AdminAction) {
-    let request = server.nextAdminRequest
-    server.nextAdminRequest += 1
-    if let conn { server.pendingAdmin[request] = conn }
-    append(.admin(request: request, action)) { [unowned server = self.server] in
-      guard let conn = server.pendingAdmin.removeValue(forKey: request) else { return }
-      server.respondError(conn, 503, ErrorCode.unavailable.rawValue, server.unavailableMessage)
-    }
+  func admin(request: UInt64, _ action: AdminAction) {
+    append(.admin(request: request, action)) { [unowned host = self.host] in host.failAdmin(request) }
   }
 }

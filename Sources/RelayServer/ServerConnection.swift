@@ -352,7 +352,7 @@ final class ServerConnection: TCPConnectionDelegate {
       if endpoint == .echo {
         if acceptsFrames { send(Framing.frame(.text, payload)) }
       } else if isWebSocket {
-        server.inputs.text(self, payload)
+        server.inputs.text(id, payload)
       }
     case .binary(let payload):
       if endpoint == .echo {
