@@ -58,7 +58,8 @@ let package = Package(
     .target(name: "RelayCore", dependencies: ["RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
     .target(name: "RelayCluster", dependencies: ["RelayCore", "RelayProtocol", "RelayPrimitives"], swiftSettings: hot),
     // RelayClusterDriver: the cluster driver's decisions (appends, replicas, backpressure,
-    // Redis's liveness) as a machine of events and effects; ClusterNode is its adapter.
+    // Redis's liveness) as a machine of events and effects; ClusterNode (RelayClusterNode)
+    // is its adapter.
     .target(name: "RelayClusterDriver", dependencies: ["RelayPrimitives"], swiftSettings: hot),
     // RelayPush: the push providers' wire rules (APNs, FCM), credentials' lifetimes and
     // the retry schedule, with time and keys passed in.
@@ -80,11 +81,22 @@ let package = Package(
         .product(name: "Logging", package: "swift-log"),
       ],
       swiftSettings: hot),
+    // RelayClusterNode: the input logs' seam (InputLog, ReplicaHost, ReplicatedInputs)
+    // and the cluster node, the driver's adapter on the loop: Redis replies and timers in,
+    // the driver's effects and the replica's records out. RelayServer is its host.
+    .target(
+      name: "RelayClusterNode",
+      dependencies: [
+        "EventLoop", "RelayCrypto", "RelayRedis", "RelayCluster", "RelayClusterDriver", "RelayCore", "RelayProtocol",
+        "RelayPrimitives",
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      swiftSettings: hot),
     .target(
       name: "RelayServer",
       dependencies: [
         "EventLoop", "RelayCrypto", "RelayWebSocket", "RelayProtocol", "RelayCore", "RelayCluster", "RelayPrimitives",
-        "RelayClusterDriver", "RelayRedis", "OutboundHTTP", "RelayPush",
+        "RelayClusterNode", "OutboundHTTP", "RelayPush",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),

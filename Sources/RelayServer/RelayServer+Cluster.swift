@@ -1,59 +1,13 @@
 import EventLoop
 import Logging
-import RelayCluster
-import RelayCore
+package import RelayCluster
+package import RelayCore
 import RelayCrypto
 import RelayProtocol
 import RelayPrimitives
-// Re-exported: `ClusterConfig` names Redis and Sentinel addresses in this module's API,
-// and every cluster file of this module drives Redis connections.
-@_exported public import RelayRedis
+// Re-exported: `ServerConfig.cluster` is a `ClusterConfig` (and names Redis addresses).
+@_exported public import RelayClusterNode
 import CoreMetrics
-
-/// Cluster settings (contract §12): nil `redis` means standalone.
-public struct ClusterConfig: Sendable {
-  public var redis: RedisAddress
-  /// `--node-id`: this node's name in logs and in the log's `join` records.
-  public var nodeId: String
-  /// `--node-timeout`: a node silent this long is dead.
-  public var nodeTimeoutMs: Int64 = 5_000
-  /// `--snapshot-records` / `--snapshot-bytes`: a snapshot is due after this many
-  /// records, or this many bytes of records, since the last one; the log keeps at
-  /// most about twice that (docs/cluster.md, "Bounded history").
-  public var snapshotRecords: UInt64 = 50_000
-  public var snapshotBytes: UInt64 = 32 << 20
-  /// `--redis-skip-policy-check`: trust a Redis whose `maxmemory-policy` cannot be
-  /// read (managed services that hide CONFIG) or says it evicts.
-  public var skipPolicyCheck = false
-  /// The rules version this binary announces (`RelayCore.rulesVersion`; tests of
-  /// rolling upgrades set another through `RELAY_TEST_RULES_VERSION`).
-  public var rulesVersion: UInt32 = RelayCore.rulesVersion
-  /// `redis+sentinel://…`: the sentinels that name the primary; `redis` then only
-  /// carries the password and database (docs/cluster.md, "Redis high availability").
-  public var sentinel: SentinelAddress?
-  /// `--redis-min-replicas`: a record counts (is applied, and its append succeeds)
-  /// only once this many replicas confirm they hold it (`WAIT`).
-  public var minReplicas = 0
-  /// `rediss://`: the client TLS context (the system's roots plus `--tls-ca-file`),
-  /// made once at start so an unreadable CA file is refused then, not at connect.
-  var tls: TLSContext?
-
-  public init(redis: RedisAddress, nodeId: String) {
-    self.redis = redis
-    self.nodeId = nodeId
-  }
-}
-
-extension ClusterConfig {
-  /// `rediss://` or `rediss+sentinel://`.
-  public var usesTLS: Bool { sentinel?.tls ?? redis.tls }
-
-  /// Makes the client TLS context when the URL asks for TLS: the system's roots plus
-  /// `caFile` (contract §12, managed Redis). Throws when they cannot be read.
-  public mutating func loadTLS(caFile: String?) throws {
-    tls = usesTLS ? try TLSContext(clientWithCA: caFile, alsoSystemRoots: true) : nil
-  }
-}
 
 extension ServerConfig {
   /// The flags that change what the replicated core does with the same log, in one
@@ -122,7 +76,7 @@ extension RelayServer: ReplicaHost {
 
   /// §12: a command that needs shared state while it is unreachable gets
   /// `unavailable` (with its `id` as `re`), and changes nothing.
-  func answerUnavailable(_ id: ConnectionID, _ payload: [UInt8]) {
+  package func answerUnavailable(_ id: ConnectionID, _ payload: [UInt8]) {
     guard let conn = connections[id], conn.isWebSocket else { return }
     var members: [(String, JSONValue)] = [("type", .string("error"))]
     if let id = (try? JSONParser.parse(payload))?.objectValue?["id"]?.stringValue { members.append(("re", .string(id))) }
@@ -132,7 +86,7 @@ extension RelayServer: ReplicaHost {
   }
 
   /// A socket whose `open` could not be logged has no state anywhere: 1012, resume later.
-  func closeUnlogged(_ id: ConnectionID) {
+  package func closeUnlogged(_ id: ConnectionID) {
     connections[id]?.close(code: CloseCode.serviceRestart, reason: stateUnavailable)
   }
 
@@ -149,7 +103,7 @@ extension RelayServer: ReplicaHost {
   // MARK: Applying the log
 
   /// What this node shares with every node of its generation.
-  var clusterRules: ClusterRules {
+  package var clusterRules: ClusterRules {
     let digest = Crypto.sha256(Array(config.sharedFlags { Crypto.hex(Crypto.sha256(Array($0.utf8))) }.utf8))
     let rules = config.cluster?.rulesVersion ?? config.durable?.rulesVersion ?? RelayCore.rulesVersion
     return ClusterRules(rules: rules, configDigest: digest)
@@ -157,7 +111,7 @@ extension RelayServer: ReplicaHost {
 
   /// Applies one record of the log to the replica and performs this node's share of
   /// its effects.
-  func applyRecord(_ raw: RawRecord) -> Applied {
+  package func applyRecord(_ raw: RawRecord) -> Applied {
     guard let replica else { return Applied() }
     let applied = replica.apply(raw)
     performApplied(applied)
@@ -180,7 +134,7 @@ extension RelayServer: ReplicaHost {
   /// from this node's own checksummed data dir, not from the shared store whose
   /// digests replicas compare: the canonical-encoding check is skipped.
   @discardableResult
-  func installReplica(seed: [UInt8], restoring bytes: [UInt8]?, ownFile: Bool = false) -> Replica? {
+  package func installReplica(seed: [UInt8], restoring bytes: [UInt8]?, ownFile: Bool = false) -> Replica? {
     closeAllWebSockets(code: CloseCode.serviceRestart, reason: "cluster state reset")
     failPendingAdmin()
     var coreConfig = config.core
@@ -208,11 +162,11 @@ extension RelayServer: ReplicaHost {
   }
 
   /// The bus is down: admin requests waiting for the log get 503.
-  func clusterBusLost() {
+  package func clusterBusLost() {
     failPendingAdmin()
   }
 
-  func closeAllWebSockets(code: UInt16, reason: String) {
+  package func closeAllWebSockets(code: UInt16, reason: String) {
     for conn in connections.values.sorted(by: { $0.id < $1.id }) where conn.isWebSocket {
       conn.close(code: code, reason: reason)
     }
@@ -225,7 +179,7 @@ extension RelayServer: ReplicaHost {
     respondAdmin(conn, result)
   }
 
-  func failAdmin(_ request: UInt64) {
+  package func failAdmin(_ request: UInt64) {
     guard let conn = pendingAdmin.removeValue(forKey: request) else { return }
     respondError(conn, 503, ErrorCode.unavailable.rawValue, unavailableMessage)
   }

@@ -159,7 +159,7 @@ extension RelayServer {
   }
 
   /// The input log drained below its backpressure mark: the kept reads go on.
-  func inputsDrained() {
+  package func inputsDrained() {
     if !deferredReads.isEmpty { armDeferredReads() }
   }
 

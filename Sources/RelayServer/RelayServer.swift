@@ -1,5 +1,5 @@
-import EventLoop
-import RelayCluster
+package import EventLoop
+package import RelayCluster
 public import Logging
 import RelayCore
 public import RelayProtocol
@@ -15,7 +15,7 @@ import Prometheus
 public final class RelayServer {
   public let config: ServerConfig
   let logger: Logger
-  let loop: Loop
+  package let loop: Loop
   /// The relay's state machine; in cluster mode, this node's replica's core (a new
   /// one when the cluster's state is reset).
   var core: RelayCore
@@ -33,7 +33,7 @@ public final class RelayServer {
     if let disk { return disk }
     return LocalLog(server: self)
   }
-  var replica: Replica?
+  package var replica: Replica?
   /// §5 pings and timeouts of this process's relay sockets, in every mode
   /// (RelayServer+Heartbeats.swift), and the one timer that fires them.
   var heartbeats: Heartbeats
@@ -68,7 +68,7 @@ public final class RelayServer {
   private var listenFallback: EventLoop.Timer?
   /// Reused for the events of each WebSocket read, so a read allocates no array.
   var readScratch: [ReadEvent] = []
-  private(set) var draining = false
+  package private(set) var draining = false
   private(set) var websocketCount = 0
   /// The heartbeat ping (empty payload), framed once and shared by every connection.
   private let pingFrame = Framing.frame(.ping, [])
@@ -187,7 +187,7 @@ public final class RelayServer {
 
   /// A condition this process cannot serve under (a cluster that refuses it, an
   /// evicting Redis): logged, then the process stops with a non-zero status.
-  func fatal(_ message: String) {
+  package func fatal(_ message: String) {
     logger.critical("\(message)")
     exitCode = 3
     finishDrain(force: true)
@@ -195,7 +195,7 @@ public final class RelayServer {
 
   /// A rolling upgrade handed the cluster over to newer nodes: this one drains and
   /// exits normally (docs/cluster.md, "Rolling upgrades").
-  func superseded() {
+  package func superseded() {
     logger.notice("this node's generation was handed over to newer nodes: exiting")
     cluster?.close()  // it must not follow the generation it cannot join
     beginDrain()

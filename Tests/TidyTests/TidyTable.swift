@@ -40,10 +40,15 @@ enum TidyTable {
     "OutboundHTTP": .shell(libc.union(["CLibCurl", "COpenSSL", "EventLoop", "RelayPrimitives"])),
     "RelayRedis": .shell(
       libc.union(["EventLoop", "RelayCrypto", "RelayCluster", "RelayClusterDriver", "RelayPrimitives", "Logging"])),
+    "RelayClusterNode": .shell(
+      libc.union([
+        "EventLoop", "RelayCrypto", "RelayRedis", "RelayCluster", "RelayClusterDriver", "RelayCore", "RelayProtocol",
+        "RelayPrimitives", "Logging",
+      ])),
     "RelayServer": .shell(
       libc.union([
         "EventLoop", "RelayCrypto", "RelayPrimitives", "RelayWebSocket", "RelayProtocol", "RelayCore",
-        "RelayCluster", "RelayClusterDriver", "RelayRedis", "OutboundHTTP", "RelayPush", "Logging", "Metrics", "CoreMetrics", "Prometheus",
+        "RelayCluster", "RelayClusterNode", "OutboundHTTP", "RelayPush", "Logging", "Metrics", "CoreMetrics", "Prometheus",
       ])),
     "RelayClient": .shell(
       libc.union([

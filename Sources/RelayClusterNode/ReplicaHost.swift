@@ -1,12 +1,12 @@
-import EventLoop
-import RelayCluster
-import RelayCore
+package import EventLoop
+package import RelayCluster
+package import RelayCore
 
 /// What a replicated input log (a cluster node, the durable single node) needs from
 /// the shell that owns the sockets and the replica (DESIGN.md, "Layers"): named by
 /// what the log does with it, not by the server's internals. The shell conforms;
 /// the log keeps it unowned (the shell outlives its input log).
-protocol ReplicaHost: AnyObject {
+package protocol ReplicaHost: AnyObject {
   /// The loop every timer, Redis connection and off-loop job of the log runs on.
   var loop: Loop { get }
 

@@ -5,6 +5,6 @@ import RelayClusterDriver
 /// effect when this node's replica reads it back, like every node's
 /// (ReplicatedInputs.swift says what each input is as a record).
 extension ClusterNode: ReplicatedInputs {
-  var acceptsInputs: Bool { isReady }
-  var isBackedUp: Bool { driver.pipeline.isFull }
+  package var acceptsInputs: Bool { isReady }
+  package var isBackedUp: Bool { driver.pipeline.isFull }
 }

@@ -1,5 +1,5 @@
 import EventLoop
-import RelayCluster
+package import RelayCluster
 import RelayClusterDriver
 import RelayCore
 import Logging
@@ -12,7 +12,7 @@ extension ClusterNode {
   /// Logs one input of this node. `failed` runs if it cannot be logged (no bus, an
   /// error from Redis, or the generation changed under it); the caller answers
   /// `unavailable`. A socket close that cannot be logged is kept and retried.
-  func append(_ input: LogInput, failed: (() -> Void)? = nil) {
+  package func append(_ input: LogInput, failed: (() -> Void)? = nil) {
     guard state == .ready || state == .catchingUp, number != 0, generation != nil, commands != nil else {
       if case .closed = input, number != 0 { unloggedCloses.append(input) }
       failed?()

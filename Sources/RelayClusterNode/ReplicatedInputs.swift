@@ -1,17 +1,14 @@
-import EventLoop
-import RelayCluster
-import RelayCore
-import RelayProtocol
-import RelayPrimitives
+package import RelayCluster
+package import RelayCore
 
 /// An input log of records (docs/cluster.md, "The log"; protocol/ §12a): each input
 /// becomes a `LogInput` of this process's node number and takes effect when a
 /// `Replica` applies its record. The cluster appends records to Redis
-/// (ClusterNode+Append.swift), the durable single node to its data dir (DiskLog.swift);
-/// what an input is as a record is written once, here. Sockets' liveness is
-/// node-local (RelayServer+Heartbeats.swift): pongs are not logged, and a silent
-/// socket is logged as what it becomes, a `closed` socket.
-protocol ReplicatedInputs: InputLog {
+/// (ClusterNode+Append.swift), the durable single node to its data dir (RelayServer's
+/// DiskLog.swift); what an input is as a record is written once, here. Sockets'
+/// liveness is node-local (the shell's heartbeats): pongs are not logged, and a
+/// silent socket is logged as what it becomes, a `closed` socket.
+package protocol ReplicatedInputs: InputLog {
   var host: any ReplicaHost { get }
   /// This process's node number in the log (0 while it has none).
   var number: UInt32 { get }
@@ -21,28 +18,28 @@ protocol ReplicatedInputs: InputLog {
 }
 
 extension ReplicatedInputs {
-  var takesBorrowedText: Bool { false }
+  package var takesBorrowedText: Bool { false }
 
-  /// Only a log that takes borrowed text is handed any (the durable node, DiskLog.swift).
-  func text(_ id: ConnectionID, borrowed payload: UnsafeRawBufferPointer) -> Bool { false }
+  /// Only a log that takes borrowed text is handed any (the durable node, RelayServer's DiskLog.swift).
+  package func text(_ id: ConnectionID, borrowed payload: UnsafeRawBufferPointer) -> Bool { false }
 
   /// The node's number is in the top bits, so ids are unique across nodes (and
   /// across the restarts of a durable single node: each start is a new number).
-  func connectionID(local: UInt64) -> ConnectionID { Replica.connectionID(node: number, local: local) }
+  package func connectionID(local: UInt64) -> ConnectionID { Replica.connectionID(node: number, local: local) }
 
   // The failure handlers name the connection by its id: the host finds it in its
   // table (where it stays until it is closed) rather than through a weak reference,
   // which gives the object a side table and sends every later retain and release of
   // it (many per message) down the slow path. The host outlives its input log: unowned.
-  func open(_ id: ConnectionID) {
+  package func open(_ id: ConnectionID) {
     append(.open(connection: id.raw)) { [unowned host = self.host] in host.closeUnlogged(id) }
   }
 
-  func text(_ id: ConnectionID, _ payload: [UInt8]) {
+  package func text(_ id: ConnectionID, _ payload: [UInt8]) {
     append(.text(connection: id.raw, payload)) { [unowned host = self.host] in host.answerUnavailable(id, payload) }
   }
 
-  func closed(_ id: ConnectionID, clean: Bool) {
+  package func closed(_ id: ConnectionID, clean: Bool) {
     // §13: a drained node's clients resume elsewhere (or, single, after the restart),
     // so their participants are held (lost), not gone. A socket of an earlier node
     // number is already closed on every replica.
@@ -51,7 +48,7 @@ extension ReplicatedInputs {
   }
 
   /// Answered when the record is applied, so every replica agrees on the outcome.
-  func admin(request: UInt64, _ action: AdminAction) {
+  package func admin(request: UInt64, _ action: AdminAction) {
     append(.admin(request: request, action)) { [unowned host = self.host] in host.failAdmin(request) }
   }
 }

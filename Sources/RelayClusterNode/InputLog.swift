@@ -1,6 +1,5 @@
-import EventLoop
-import RelayCluster
-import RelayCore
+package import RelayCluster
+package import RelayCore
 
 /// The relay's one input path (DESIGN.md, "Layers"): every input of the core — a
 /// socket opened, a text message, a socket closed, an HTTP action — goes
@@ -8,7 +7,7 @@ import RelayCore
 /// cost; clustered, `ClusterNode` appends it to the shared log and every node's
 /// replica applies it when it reads it back (docs/cluster.md). The shell never asks
 /// which one it has, except for the one borrowed fast path below.
-protocol InputLog: AnyObject {
+package protocol InputLog: AnyObject {
   /// Text may be handed over borrowed from the read buffer (`LocalLog`): it is
   /// applied during the call. A log that keeps inputs for later needs a copy.
   var takesBorrowedText: Bool { get }
@@ -33,43 +32,4 @@ protocol InputLog: AnyObject {
   /// under `request` (`ReplicaHost.answerAdmin`, or `failAdmin` when it cannot be
   /// logged).
   func admin(request: UInt64, _ action: AdminAction)
-}
-
-/// Standalone: each input goes straight into the core, and its effects are applied.
-final class LocalLog: InputLog {
-  unowned let server: RelayServer
-
-  init(server: RelayServer) { self.server = server }
-
-  var takesBorrowedText: Bool { true }
-  var acceptsInputs: Bool { true }
-  var isBackedUp: Bool { false }
-
-  func connectionID(local: UInt64) -> ConnectionID { ConnectionID(local) }
-
-  func open(_ id: ConnectionID) {
-    server.core.open(id, at: server.now)
-    server.applyEffects()
-  }
-
-  func text(_ id: ConnectionID, _ payload: [UInt8]) {
-    payload.withUnsafeBytes { server.inputText(id, borrowed: $0) }
-    server.applyEffects()
-  }
-
-  func text(_ id: ConnectionID, borrowed payload: UnsafeRawBufferPointer) -> Bool {
-    server.inputText(id, borrowed: payload)
-    return true
-  }
-
-  func closed(_ id: ConnectionID, clean: Bool) {
-    server.core.closed(id, clean: clean, at: server.now)
-    server.applyEffects()
-  }
-
-  func admin(request: UInt64, _ action: AdminAction) {
-    let result = Replica.run(action, on: server.core, at: server.now)
-    server.applyEffects()
-    server.answerAdmin(request, result)
-  }
 }

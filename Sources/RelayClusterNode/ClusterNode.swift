@@ -1,5 +1,5 @@
 import EventLoop
-import Logging
+package import Logging
 import RelayCluster
 import RelayRedis
 import RelayClusterDriver
@@ -23,7 +23,7 @@ import RelayPrimitives
 /// - `relay:{relay}:log:GEN`: the log, a Stream of records (fields `e`, `n`, `t`).
 /// - `relay:{relay}:snapshot:GEN` (hash: pos, id, digest), `…:snapshot-bytes:GEN`, and
 ///   `…:snapshot-staging:GEN:N`: the newest snapshot, and node N's upload of the next.
-final class ClusterNode {
+package final class ClusterNode {
   enum State: Equatable {
     case down
     case connecting
@@ -33,14 +33,14 @@ final class ClusterNode {
     case stopped
   }
 
-  unowned let host: any ReplicaHost
+  package unowned let host: any ReplicaHost
   let config: ClusterConfig
   let logger: Logger
   var commands: RedisConnection?
   var reader: RedisConnection?
   var state = State.down
   /// This node's number in the current generation; 0 while it has none.
-  var number: UInt32 = 0
+  package var number: UInt32 = 0
   /// The nonce of the join this node is waiting for, if any.
   var pendingJoin: UInt64?
   var generation: String?
@@ -67,9 +67,9 @@ final class ClusterNode {
   var unloggedCloses: [LogInput] = []
   var onLeft: (() -> Void)?
   /// Runs each time the node becomes ready (joined and caught up).
-  var onReady: (() -> Void)?
+  package var onReady: (() -> Void)?
   /// Running totals for `/metrics`.
-  var stats = ClusterStats()
+  package var stats = ClusterStats()
   /// The append path's decisions: backpressure, replicas, who is answered how.
   var driver: AppendDriver
   /// The callers of the batches the driver has not settled or failed yet.
@@ -96,7 +96,7 @@ final class ClusterNode {
   /// Beats are sent this often; a node is dead after `nodeTimeoutMs` without one.
   var beatMs: UInt64 { UInt64(max(50, min(1_000, config.nodeTimeoutMs / 4))) }
 
-  init(host: any ReplicaHost, config: ClusterConfig, logger: Logger) {
+  package init(host: any ReplicaHost, config: ClusterConfig, logger: Logger) {
     self.host = host
     self.config = config
     self.logger = logger
@@ -106,7 +106,7 @@ final class ClusterNode {
   /// Ready: joined, caught up, and appends succeed — not failing, and Redis not
   /// silent for longer than `stallMs` while it owes a reply (a Redis that hangs is as
   /// unready as one that refuses; one that answers a deep pipeline is only slow).
-  var isReady: Bool {
+  package var isReady: Bool {
     guard state == .ready, !driver.failing else { return false }
     return commands?.responsive(stallMs: Self.stallMs) ?? true
   }
@@ -118,7 +118,7 @@ final class ClusterNode {
 
   // MARK: Connecting
 
-  func start() {
+  package func start() {
     let timer = EventLoop.Timer(loop: host.loop)
     timer.start(afterMs: beatMs, repeatMs: beatMs) { [unowned self] in self.housekeep() }
     housekeeping = timer
@@ -450,7 +450,7 @@ final class ClusterNode {
   // MARK: Leaving
 
   /// End of a drain: logs `leave` (so the node is gone, not dead), then closes.
-  func leave(then done: @escaping () -> Void) {
+  package func leave(then done: @escaping () -> Void) {
     guard state == .ready, number != 0 else {
       close()
       return done()
@@ -463,7 +463,7 @@ final class ClusterNode {
     }
   }
 
-  func close() {
+  package func close() {
     let done = onLeft
     onLeft = nil
     state = .stopped
