@@ -207,7 +207,7 @@ async def kill_to_lost(trial: int) -> float:
         procs.stop()
 
 
-# The append script's effect (Sources/RelayServer/ClusterNode+Append.swift), for the writer.
+# The append script's effect (Sources/RelayClusterNode/ClusterNode+Append.swift), for the writer.
 WRITER = (b"local now = redis.call('TIME') "
           b"local ms = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)) "
           b"local n = redis.call('INCR', KEYS[1]) "

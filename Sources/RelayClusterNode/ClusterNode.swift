@@ -10,7 +10,8 @@ import RelayPrimitives
 
 /// Cluster mode (contract §13.1; design and failure cases in docs/cluster.md): this
 /// node's side of the shared log, a thin driver over Redis. It loads the newest
-/// snapshot and reads the log's tail into the server's replica, joins once caught up,
+/// snapshot and reads the log's tail into its host's replica (`ReplicaHost`: the
+/// server, which sees the node only as its `InputLog`), joins once caught up,
 /// logs the inputs of this node's sockets, beats, logs `tick`s when it is the ticker,
 /// stores snapshots when it is the ticker, and reconnects to Redis with backoff.
 /// Every rule about what a record means lives in the replica (RelayCluster).

@@ -3,10 +3,10 @@ import RelayCluster
 import RelayCore
 
 // Routine snapshots of the durable single node (docs/operating.md, "Data dir"), as the
-// cluster takes its own (ClusterNode+Snapshots.swift): on the loop only the replica's
-// skeleton is captured (replay payloads by reference) and the next segment started;
-// joining the bytes, writing, syncing and renaming the file run on libuv's thread
-// pool, so a snapshot of megabytes stalls no socket. Until the file is durable the
+// cluster takes its own (RelayClusterNode/ClusterNode+Snapshots.swift): on the loop
+// only the replica's skeleton is captured (replay payloads by reference) and the next
+// segment started; joining the bytes, writing, syncing and renaming the file run on
+// libuv's thread pool, so a snapshot of megabytes stalls no socket. Until the file is durable the
 // records it covers are still in the segments before it, so a crash meanwhile
 // restarts from the previous snapshot and replays them: nothing depends on the
 // snapshot but the disk space it frees.

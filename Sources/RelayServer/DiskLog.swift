@@ -5,9 +5,9 @@ import RelayCore
 
 /// The durable single node (`--data-dir`, contract §12a; docs/operating.md): the
 /// third input log beside `LocalLog` and `ClusterNode`. Each input becomes the
-/// cluster's record (ReplicatedInputs.swift), is applied at once by the server's
-/// `Replica` exactly as a cluster node applies what it reads back, and its frame is
-/// appended to the current log segment; snapshots are the replica's own
+/// cluster's record (RelayClusterNode/ReplicatedInputs.swift), is applied at once
+/// by the server's `Replica` exactly as a cluster node applies what it reads back,
+/// and its frame is appended to the current log segment; snapshots are the replica's own
 /// (`Replica.snapshot()`). A restart is a replay of the same records
 /// (DiskLog+Recovery.swift), so the disk holds nothing the cluster does not define.
 ///
@@ -216,7 +216,7 @@ final class DiskLog: ReplicatedInputs {
   }
 
   /// The one place the replica's snapshot is produced for the disk (its cost and
-  /// encoding are the cluster's, ClusterNode+Snapshots.swift).
+  /// encoding are the cluster's, RelayClusterNode/ClusterNode+Snapshots.swift).
   func encodeSnapshot(_ replica: Replica) -> [UInt8] { replica.snapshot() }
 
   /// Writes a snapshot of everything applied (pending frames included: it covers

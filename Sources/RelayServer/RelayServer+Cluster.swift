@@ -41,8 +41,8 @@ extension ServerConfig {
   }
 }
 
-/// What the shell asks of its input log (InputLog.swift), and what the log asks of
-/// the shell (ReplicaHost.swift).
+/// What the shell asks of its input log (RelayClusterNode/InputLog.swift), and what the log
+/// asks of the shell (RelayClusterNode/ReplicaHost.swift).
 extension RelayServer: ReplicaHost {
   var isReady: Bool { !draining && inputs.acceptsInputs }
 

@@ -17,7 +17,7 @@ from test_liveness import Closed, RawClient
 
 GEN_KEY = "relay:{relay}:generation"
 
-# A test copy of what the append script does (Sources/RelayServer/ClusterNode+Append.swift):
+# A test copy of what the append script does (Sources/RelayClusterNode/ClusterNode+Append.swift):
 # the synthetic writer appends records exactly as a node would.
 WRITER = b"""
 local now = redis.call('TIME')
