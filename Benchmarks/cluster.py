@@ -26,8 +26,9 @@
            cluster snapshots every 2 000 records: longest loop turn, snapshot bytes and
            times, snapshots stored, Redis memory over the run, refused commands,
            p50/p99 of the answers. Run with BIN (after) and, when BENCH_BEFORE_BIN
-           names another relay binary, with it too (before), alternating, BENCH_RUNS
-           times. `scale-big`: the same at 256 MiB (several minutes per run).
+           names another relay binary, with it too (before), and with BIN and snapshots
+           switched off (the goals' reference: p99 within 2× of it), alternating,
+           BENCH_RUNS times. `scale-big`: the same at 256 MiB (several minutes per run).
 - scale-participants: 10 000 and 100 000 joined participants (BENCH_PARTICIPANTS,
            comma-separated) in sessions of 100 over 2 nodes, or as many as the
            20 000-file limit of a process needs (relays and relay-bots shards alike),
@@ -328,15 +329,22 @@ def turns_over_50ms(port: int) -> int:
     return int(total - below)
 
 
-def scale_run(binary: Path, tag: str, replay_mb: int) -> dict:
-    """One scale run (see the module comment); the figures of both nodes, worst first."""
+# Records and bytes between snapshots that no scale run reaches: the "snapshots off" row.
+NEVER = str(1 << 40)
+
+
+def scale_run(binary: Path, tag: str, replay_mb: int, snapshots: bool = True) -> dict:
+    """One scale run (see the module comment); the figures of both nodes, worst first.
+    `snapshots=False`: the same load with snapshots switched off, the goals' reference."""
     sys.path.insert(0, str(ROOT / "Tests" / "integration"))
     import scale_load  # noqa: PLC0415  (the scale test's load, one copy)
 
     procs = Procs()
     sessions = replay_mb  # each session's replay holds up to 1 MiB (--replay-bytes default)
     flags = ["--log-level", "warning", "--message-rate", "1000000", "--heartbeat-timeout", "60000",
-             "--replay-budget-bytes", str((replay_mb + 16) << 20), "--snapshot-records", str(SCALE_SNAPSHOT_RECORDS)]
+             "--replay-budget-bytes", str((replay_mb + 16) << 20)]
+    flags += ["--snapshot-records", str(SCALE_SNAPSHOT_RECORDS)] if snapshots else \
+        ["--snapshot-records", NEVER, "--snapshot-bytes", NEVER]
     try:
         url = redis(procs, tag)
         rport = int(url.rsplit(":", 1)[1])
@@ -384,17 +392,18 @@ def scale_run(binary: Path, tag: str, replay_mb: int) -> dict:
 
 def scale_rows(replay_mb: int) -> list[str]:
     before = os.environ.get("BENCH_BEFORE_BIN")
-    builds = [("after", BIN / "relay")] + ([("before", Path(before))] if before else [])
-    rows: dict[str, list[dict]] = {name: [] for name, _ in builds}
+    builds = [("after", BIN / "relay", True)] + ([("before", Path(before), True)] if before else [])
+    builds += [("snapshots off", BIN / "relay", False)]
+    rows: dict[str, list[dict]] = {name: [] for name, _, _ in builds}
     for i in range(RUNS):  # alternating, so drift on a shared machine hits both
-        for name, binary in builds:
-            r = scale_run(binary, f"scale{replay_mb}-{name}{i}", replay_mb)
+        for name, binary, snapshots in builds:
+            r = scale_run(binary, f"scale{replay_mb}-{name.replace(' ', '-')}{i}", replay_mb, snapshots)
             rows[name].append(r)
             print(f"  {name} run {i}: {json.dumps(r)}", flush=True)
     out = [f"| {replay_mb} MB of replay | longest turn ms | turns > 50 ms | snapshot MB | on-loop capture ms | join+digest ms | "
            "stored / due | Redis max / end MB | refused | p50 ms | p99 ms | msgs/s |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name, _ in builds:
+    for name, _, _ in builds:
         rs = rows[name]
         out.append(f"| {name} | {median(rs, 'turnMaxMs'):.0f} | {median(rs, 'over50'):.0f} | {median(rs, 'snapshotMB'):.0f} | "
                    f"{median(rs, 'captureMs'):.1f} | {median(rs, 'snapshotMs'):.0f} | "

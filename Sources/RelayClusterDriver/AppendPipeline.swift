@@ -5,6 +5,11 @@
 /// clients); once Redis has answered down to a low mark it reads them again. Two
 /// marks, so reading does not flap on and off with every reply.
 public struct AppendPipeline: Equatable, Sendable {
+  /// A record is cut once it holds this many bytes: its reply cannot come before its
+  /// last byte reached Redis, and the liveness rule (ReplyDeadlines.swift) gives each
+  /// reply a limit, so a record must cross even a slow link well within it; records
+  /// this size also keep the replies, and so these marks, moving.
+  public static let recordBytes = 64 << 10
   public var highRecords = 64
   public var lowRecords = 16
   public var highBytes = 512 << 10

@@ -21,6 +21,17 @@ extension ClusterNode {
     lastAppendMs = host.loop.nowMs
     if batch.isEmpty { flushTimer?.start(afterMs: 0) { [unowned self] in self.flushBatch() } }
     batch.append((input, failed))
+    batchBytes += Self.weight(input)
+    // A turn's batch leaves in records of bounded size (docs/cluster.md, "The log"):
+    // the pipeline then counts it as it grows, and past its high mark the server
+    // keeps the turn's next reads (InputLog.isBackedUp).
+    if batchBytes >= AppendPipeline.recordBytes { flushBatch() }
+  }
+
+  /// About an input's bytes in a record.
+  private static func weight(_ input: LogInput) -> Int {
+    if case .text(_, let payload) = input { return 16 + payload.count }
+    return 16
   }
 
   /// Everything this node logged during a loop turn goes to Redis as one record (one
@@ -29,6 +40,7 @@ extension ClusterNode {
   func flushBatch() {
     let entries = batch
     batch = []
+    batchBytes = 0
     guard !entries.isEmpty else { return }
     guard generation != nil, commands != nil, number != 0 else { return failBatch(entries) }
     stats.appends += UInt64(entries.count)

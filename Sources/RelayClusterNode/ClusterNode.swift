@@ -62,6 +62,8 @@ package final class ClusterNode {
   typealias PendingAppend = (input: LogInput, failed: (() -> Void)?)
   /// Inputs logged during this loop turn, sent together by `flushBatch`.
   var batch: [PendingAppend] = []
+  /// About the bytes of `batch` as a record.
+  var batchBytes = 0
   var flushTimer: EventLoop.Timer?
   /// `closed` inputs that could not be logged yet: every replica must learn that a
   /// socket ended, or its participant would stay connected forever. Retried each beat.
@@ -109,7 +111,7 @@ package final class ClusterNode {
   /// unready as one that refuses; one that answers a deep pipeline is only slow).
   package var isReady: Bool {
     guard state == .ready, !driver.failing else { return false }
-    return commands?.responsive(stallMs: Self.stallMs) ?? true
+    return commands?.responsive ?? true
   }
 
   static let stallMs: UInt64 = 1_000
@@ -413,8 +415,8 @@ package final class ClusterNode {
   // MARK: Time
 
   private func housekeep() {
-    commands?.checkOverdue()
-    reader?.checkOverdue()
+    commands?.checkOverdue(stallMs: Self.stallMs)
+    reader?.checkOverdue(stallMs: Self.stallMs)
     perform(driver.handle(.expire(nowMs: host.loop.nowMs)))
     guard state == .ready else { return }
     let retry = unloggedCloses

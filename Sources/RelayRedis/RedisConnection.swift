@@ -120,13 +120,15 @@ public final class RedisConnection {
     else { return close() }
   }
 
-  /// Not silent for `stallMs` while owing a reply (ReplyDeadlines.swift).
-  public func responsive(stallMs: UInt64) -> Bool { deadlines.responsive(nowMs: loop.nowMs, stallMs: stallMs) }
+  /// Not silent for the stall limit as the owner's last check found
+  /// (`checkOverdue(stallMs:)`); any reply makes it responsive again.
+  public var responsive: Bool { !deadlines.stalled }
 
-  /// Ends the connection once Redis has said nothing for the oldest request's limit;
-  /// called from the owner's timer.
-  public func checkOverdue() {
-    if deadlines.overdue(nowMs: loop.nowMs) { close() }
+  /// Ends the connection once Redis has said nothing for the oldest request's limit,
+  /// and notes a silence of `stallMs` (`responsive`); called from the owner's timer
+  /// (ReplyDeadlines.swift says why silence counts only up to the previous call).
+  public func checkOverdue(stallMs: UInt64) {
+    if deadlines.check(nowMs: loop.nowMs, stallMs: stallMs) { close() }
   }
 
   public func close() {

@@ -151,7 +151,7 @@ struct AppendSimulation {
     if up { deliver() }
     redis.replicate(using: &random)
     if up { read() }
-    if up, deadlines.overdue(nowMs: nowMs) { declareLost() }
+    if up, deadlines.check(nowMs: nowMs, stallMs: 1_000) { declareLost() }
     if nowMs >= nextBeatMs {
       nextBeatMs = nowMs + 250
       inExpire = true
