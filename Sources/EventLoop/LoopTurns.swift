@@ -22,6 +22,8 @@ struct TurnClock {
   var lastBusyNs: UInt64 = 0
   /// The longest turn so far.
   var maxBusyNs: UInt64 = 0
+  /// The most CPU time the loop thread spent in one turn so far.
+  var maxCpuNs: UInt64 = 0
   /// Loop time (`uv_now`) by which the poll must have returned: the next timer's due
   /// time when the turn ended. Later than that, the process did not run (stopped,
   /// starved of CPU) even though a timer was due.
@@ -34,24 +36,29 @@ struct TurnClock {
 }
 
 extension Loop {
-  /// Called with each turn's busy time in nanoseconds, at the end of the turn.
-  public typealias TurnObserver = (UInt64) -> Void
+  /// Called at the end of each turn with its busy time and the loop thread's CPU time
+  /// in it, in nanoseconds. Busy time longer than CPU time is time the thread waited
+  /// for a core (shared cores, or the process's own thread pool on the same core).
+  public typealias TurnObserver = (_ busyNs: UInt64, _ cpuNs: UInt64) -> Void
 
   /// Ends a turn: measures it and reports it to `onTurn`.
   func turnEnded() {
     let nowNs = uv_hrtime()
     let idleNs = uv_metrics_idle_time(rawLoop)
+    let cpuNs = Self.threadCpuNs()
     if turns.endedNs > 0 {
       let elapsed = nowNs &- turns.endedNs
       let idle = idleNs &- turns.idleNs
       let busy = elapsed > idle ? elapsed - idle : 0
+      let cpu = cpuNs > turns.endedCpuNs ? cpuNs - turns.endedCpuNs : 0
       turns.lastBusyNs = busy
       turns.maxBusyNs = max(turns.maxBusyNs, busy)
-      onTurn?(busy)
+      turns.maxCpuNs = max(turns.maxCpuNs, cpu)
+      onTurn?(busy, cpu)
     }
     turns.endedNs = nowNs
     turns.idleNs = idleNs
-    turns.endedCpuNs = Self.threadCpuNs()
+    turns.endedCpuNs = cpuNs
     let loopNowMs = Int64(uv_now(rawLoop))
     turns.carriedLatenessMs = turns.pollDeadlineMs == .max ? 0 : max(0, loopNowMs - turns.pollDeadlineMs)
     let timeout = uv_backend_timeout(rawLoop)
@@ -89,6 +96,8 @@ extension Loop {
 
   /// The longest turn measured so far, in nanoseconds.
   public var longestTurnNs: UInt64 { turns.maxBusyNs }
+  /// The most CPU time of the loop thread in one turn so far, in nanoseconds.
+  public var longestTurnCpuNs: UInt64 { turns.maxCpuNs }
 
   /// How long before `nowMs` what is read now may have arrived because the loop was
   /// not reading: the last turn's busy time, or how far the poll overslept its

@@ -89,8 +89,7 @@ extension RelayServer {
     refreshCallMetrics()
     refreshPushMetrics()
     refreshTurnMetrics()
-    refreshClusterMetrics()
-    refreshDiskMetrics()
+    refreshLogMetrics()
     refreshTLSMetrics()
     refreshOutboundMetrics()
   }

@@ -76,21 +76,33 @@ extension DiskLog {
   }
 }
 
-extension RelayServer {
-  /// `relay_data_dir_*` series; absent without `--data-dir`.
-  func refreshDiskMetrics() {
-    guard let disk else { return }
-    let s = disk.stats
-    metrics.mirror("relay_data_dir_writable", disk.failure == nil ? 1 : 0)
-    metrics.mirrorCounter("relay_data_dir_records_total", s.records)
-    metrics.mirrorCounter("relay_data_dir_bytes_written_total", s.bytesWritten)
-    metrics.mirrorCounter("relay_data_dir_fsyncs_total", s.fsyncs)
-    metrics.mirrorCounter("relay_data_dir_write_failures_total", s.failures)
-    metrics.mirrorCounter("relay_data_dir_snapshots_total", s.snapshots)
-    metrics.mirror("relay_data_dir_snapshot_bytes", Int(clamping: s.snapshotBytes))
-    metrics.mirror("relay_data_dir_snapshot_seconds", Double(s.snapshotNs) / 1e9)
-    metrics.mirrorCounter("relay_data_dir_replayed_records_total", s.replayed)
-    metrics.mirror("relay_data_dir_replay_seconds", Double(s.replayNs) / 1e9)
+extension DiskLog {
+  /// The turn's records are written (and synced, per `--fsync`) before anything they
+  /// caused leaves the process.
+  func beforeFlush() { commit() }
+
+  /// The log itself is closed after the loop (`loopEnded`).
+  func stop(force: Bool) { stopTimers() }
+
+  func loopEnded() { finish() }
+
+  var unavailable: (state: String, message: String) { ("data dir unavailable", "data dir not writable; retry") }
+
+  /// `relay_data_dir_*` (docs/operating.md).
+  var figures: [LogFigure] {
+    let s = stats
+    return [
+      .gauge("relay_data_dir_writable", failure == nil ? 1 : 0),
+      .counter("relay_data_dir_records_total", s.records),
+      .counter("relay_data_dir_bytes_written_total", s.bytesWritten),
+      .counter("relay_data_dir_fsyncs_total", s.fsyncs),
+      .counter("relay_data_dir_write_failures_total", s.failures),
+      .counter("relay_data_dir_snapshots_total", s.snapshots),
+      .gauge("relay_data_dir_snapshot_bytes", Int(clamping: s.snapshotBytes)),
+      .seconds("relay_data_dir_snapshot_seconds", Double(s.snapshotNs) / 1e9),
+      .counter("relay_data_dir_replayed_records_total", s.replayed),
+      .seconds("relay_data_dir_replay_seconds", Double(s.replayNs) / 1e9),
+    ]
   }
 }
 

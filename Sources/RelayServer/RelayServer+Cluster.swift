@@ -69,10 +69,8 @@ extension RelayServer: ReplicaHost {
   static let commandSampling: UInt64 = 16
 
   /// What cannot take inputs while not ready (§12 the cluster's Redis, §12a the data dir).
-  var stateUnavailable: String { cluster != nil ? "cluster unavailable" : "data dir unavailable" }
-  var unavailableMessage: String {
-    cluster != nil ? "shared state unreachable; retry" : "data dir not writable; retry"
-  }
+  var stateUnavailable: String { inputs.unavailable.state }
+  var unavailableMessage: String { inputs.unavailable.message }
 
   /// §12: a command that needs shared state while it is unreachable gets
   /// `unavailable` (with its `id` as `re`), and changes nothing.
@@ -121,7 +119,7 @@ extension RelayServer: ReplicaHost {
   /// This node's share of an applied record's effects: its sockets' writes, and its
   /// own records' webhooks, pushes and admin answers.
   func performApplied(_ applied: Applied) {
-    perform(applied.effects, ownsSideEffects: applied.ours)
+    perform(applied.localEffects)
     if applied.ours {
       for (request, result) in applied.admin { answerAdmin(request, result) }
     }
@@ -194,28 +192,14 @@ extension RelayServer: ReplicaHost {
 }
 
 extension RelayServer {
-  /// `relay_cluster_*` series; absent standalone.
-  func refreshClusterMetrics() {
-    guard let cluster else { return }
-    let s = cluster.stats
-    metrics.mirror("relay_cluster_ready", cluster.isReady ? 1 : 0)
-    metrics.mirror("relay_cluster_node_number", Int(cluster.number))
-    metrics.mirror("relay_cluster_live_nodes", replica?.nodes.count ?? 0)
-    metrics.mirrorCounter("relay_cluster_appends_total", s.appends)
-    metrics.mirrorCounter("relay_cluster_append_failures_total", s.appendFailures)
-    metrics.mirrorCounter("relay_cluster_entries_applied_total", s.applied)
-    metrics.mirrorCounter("relay_cluster_node_deaths_total", s.deaths)
-    metrics.mirrorCounter("relay_cluster_rejoins_total", s.rejoins)
-    metrics.mirrorCounter("relay_cluster_resets_total", s.resets)
-    metrics.mirrorCounter("relay_cluster_rejected_entries_total", s.rejected)
-    metrics.mirrorCounter("relay_cluster_divergences_total", s.divergences)
-    metrics.mirrorCounter("relay_cluster_snapshots_stored_total", s.snapshotsStored)
-    metrics.mirrorCounter("relay_cluster_snapshot_loads_total", s.snapshotLoads)
-    metrics.mirror("relay_cluster_snapshot_bytes", Int(s.snapshotBytes))
-    metrics.mirror("relay_cluster_snapshot_seconds", Double(s.snapshotNs) / 1e9)
-    metrics.mirror("relay_cluster_snapshot_capture_seconds", Double(s.snapshotCaptureNs) / 1e9)
-    metrics.mirrorCounter("relay_cluster_snapshots_superseded_total", s.snapshotsSuperseded)
-    metrics.mirrorCounter("relay_cluster_snapshot_store_failures_total", s.snapshotStoreFailures)
-    metrics.mirror("relay_cluster_log_position", Int(clamping: replica?.position ?? 0))
+  /// The input log's series (`relay_cluster_*`, `relay_data_dir_*`); none standalone.
+  func refreshLogMetrics() {
+    for figure in inputs.figures {
+      switch figure {
+      case .gauge(let name, let value): metrics.mirror(name, value)
+      case .seconds(let name, let value): metrics.mirror(name, value)
+      case .counter(let name, let total): metrics.mirrorCounter(name, total)
+      }
+    }
   }
 }

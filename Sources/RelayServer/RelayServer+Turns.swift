@@ -206,6 +206,7 @@ extension RelayServer {
   /// `/metrics`: the longest turn so far, reads kept for a later turn and their bytes.
   func refreshTurnMetrics() {
     metrics.mirror("relay_loop_turn_max_microseconds", Int(clamping: loop.longestTurnNs / 1_000))
+    metrics.mirror("relay_loop_turn_cpu_max_microseconds", Int(clamping: loop.longestTurnCpuNs / 1_000))
     metrics.mirrorCounter("relay_loop_deferred_reads_total", deferredReads.deferred)
     metrics.mirror("relay_loop_deferred_read_bytes", deferredReads.bytes)
     metrics.mirrorCounter("relay_loop_deferred_flushes_total", loop.stats.flushesDeferred)

@@ -20,9 +20,11 @@ public final class RelayServer {
   /// one when the cluster's state is reset).
   var core: RelayCore
   let verifyToken: (String, Int64) -> Identity?
-  /// Cluster mode (contract §12): the bus and the replica; nil standalone.
-  var cluster: ClusterNode?
+  /// Cluster mode (contract §12): the bus and the replica; nil standalone. Only
+  /// `inputs` is asked anything.
+  private var cluster: ClusterNode?
   /// `--data-dir`: the durable single node's log (DiskLog.swift); nil otherwise.
+  /// Only `inputs` is asked anything.
   var disk: DiskLog?
   /// Where every input of the core goes: the cluster node, the data dir, or the core
   /// at once. Chosen on first use, which `start()` precedes.
@@ -90,12 +92,12 @@ public final class RelayServer {
     self.verifyToken = verifyToken
     self.core = RelayCore(config: coreConfig, ids: CryptoIdentifiers(), verifyToken: verifyToken)
     heartbeats = Self.makeHeartbeats(config.core)
-    let turnHistogram = metrics.loopTurn
-    loop.onTurn = { turnHistogram.recordNanoseconds(Int64(clamping: $0)) }
+    let (turnHistogram, turnCpuHistogram) = (metrics.loopTurn, metrics.loopTurnCpu)
+    loop.onTurn = { turnHistogram.recordNanoseconds(Int64(clamping: $0)); turnCpuHistogram.recordNanoseconds(Int64(clamping: $1)) }
     loop.flushBudgetNs = UInt64(max(0, config.turnWriteBudgetMs)) * 1_000_000
     // protocol/ §5.6: a turn's membership events go out as one diff per session.
     loop.beforeCork = { [unowned self] in
-      self.disk?.commit()  // the turn's records are written before anything they caused goes out
+      self.inputs.beforeFlush()  // the turn's records are written before anything they caused goes out
       guard self.core.hasPendingPresenceDiffs else { return }
       self.core.flushPresenceDiffs()
       self.applyEffects()
@@ -125,14 +127,14 @@ public final class RelayServer {
       // client that waits for /healthz never meets a node that would refuse its
       // upgrade; after `clusterListenGraceMs` it listens anyway (Redis may be down:
       // then /readyz says 503 while /healthz answers, contract §12).
-      if cluster == nil { try l.listen { [unowned self] tcp in self.accept(tcp) } }
+      if inputs.listensAtOnce { try l.listen { [unowned self] tcp in self.accept(tcp) } }
     } catch {
       webhookClient?.close()
       webhookClient = nil
       pushService?.close()
       pushService = nil
-      disk?.stopTimers()
-      disk?.finish()
+      inputs.stop(force: true)
+      inputs.loopEnded()
       loop.close()  // nothing else was created yet; every handle is closed before the loop goes
       throw error
     }
@@ -142,9 +144,8 @@ public final class RelayServer {
     let sweep = EventLoop.Timer(loop: loop)
     sweep.start(afterMs: 250, repeatMs: 250) { [unowned self] in self.sweep() }
     sweepTimer = sweep
-    if let cluster {
-      cluster.onReady = { [unowned self] in self.listenOnce() }
-      cluster.start()
+    inputs.start { [unowned self] in self.listenOnce() }
+    if !inputs.listensAtOnce {
       let fallback = EventLoop.Timer(loop: loop)
       fallback.start(afterMs: Self.clusterListenGraceMs) { [unowned self] in self.listenOnce() }
       listenFallback = fallback
@@ -178,7 +179,7 @@ public final class RelayServer {
   /// Runs the loop until the server has drained and closed everything.
   public func run() {
     loop.run()
-    disk?.finish()
+    inputs.loopEnded()
     loop.close()
   }
 
@@ -197,7 +198,7 @@ public final class RelayServer {
   /// exits normally (docs/cluster.md, "Rolling upgrades").
   package func superseded() {
     logger.notice("this node's generation was handed over to newer nodes: exiting")
-    cluster?.close()  // it must not follow the generation it cannot join
+    inputs.stop(force: true)  // it must not follow the generation it cannot join
     beginDrain()
   }
 
@@ -250,7 +251,7 @@ public final class RelayServer {
   func upgradeRefusal(_ conn: ServerConnection) -> String? {
     if !isReady { return draining ? "draining" : stateUnavailable }
     // Accepted under a node number this node no longer has (it rejoined).
-    if let cluster, Replica.node(of: conn.id.raw) != cluster.number { return "node rejoining the cluster" }
+    if !inputs.owns(conn.id) { return "node rejoining the cluster" }
     return nil
   }
 
@@ -326,14 +327,14 @@ public final class RelayServer {
 
   /// Applies everything the core produced, then re-arms the core timer.
   func applyEffects() {
-    perform(core.takeEffects(), ownsSideEffects: true)
+    perform(core.takeEffects())
     armCoreTimer()
   }
 
   /// Performs effects for the sockets of this process (others' ids are not in the
-  /// table); `ownsSideEffects`: clustered, only the node that logged an entry POSTs
-  /// its webhooks and sends its pushes.
-  func perform(_ effects: [Effect], ownsSideEffects: Bool) {
+  /// table), and the webhooks and pushes it was given (a replicated log gives only
+  /// this node's share, `Applied.localEffects`).
+  func perform(_ effects: [Effect]) {
     for effect in effects {
       switch effect {
       case .send(let payload, let to):
@@ -341,9 +342,9 @@ public final class RelayServer {
       case .close(let id, let code, let reason):
         connections[id]?.close(code: code, reason: reason)
       case .webhook(let event, let body):
-        if ownsSideEffects { webhook(event: event, body: body) }
+        webhook(event: event, body: body)
       case .push(let job):
-        if ownsSideEffects { performPush(job) }
+        performPush(job)
       }
     }
     enforceOutboundBudget()
@@ -468,8 +469,7 @@ public final class RelayServer {
       closeDeferredReads()
       webhookClient?.close()  // contract §11: a pending webhook never holds the exit
       pushService?.close()  // nor a pending push
-      disk?.stopTimers()  // the log itself is closed after the loop (run)
-      if force { cluster?.close() } else { cluster?.leave {} }
+      inputs.stop(force: force)  // a data dir's log itself is closed after the loop (run)
       for s in signals { s.close() }
       signals = []
     }

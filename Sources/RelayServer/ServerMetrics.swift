@@ -21,6 +21,9 @@ final class ServerMetrics {
   /// Busy time of every event-loop turn (LoopTurns.swift): the bound the relay keeps
   /// (protocol/ §16, 50 ms) is checked against this, not against wall-clock guesses.
   let loopTurn: DurationHistogram
+  /// The loop thread's CPU time per turn: a turn longer in `loopTurn` than here
+  /// waited for a core.
+  let loopTurnCpu: DurationHistogram
   /// Contract §11 webhook deliveries: delivered, given up (or refused), retried, and
   /// dropped because the queue was full.
   let webhookSent: CoreMetrics.Counter
@@ -48,12 +51,12 @@ final class ServerMetrics {
     slowConsumerCloses = CoreMetrics.Counter(label: "relay_slow_consumer_closes_total", factory: f)
     httpRequests = CoreMetrics.Counter(label: "relay_http_requests_total", factory: f)
     commandLatency = Metrics.Timer(label: "relay_command_duration_seconds", factory: f)
-    loopTurn = registry.makeDurationHistogram(
-      name: "relay_loop_turn_seconds",
-      buckets: [
-        .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
-        .milliseconds(100), .milliseconds(250), .milliseconds(1000), .milliseconds(5000),
-      ])
+    let turnBuckets: [Duration] = [
+      .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+      .milliseconds(100), .milliseconds(250), .milliseconds(1000), .milliseconds(5000),
+    ]
+    loopTurn = registry.makeDurationHistogram(name: "relay_loop_turn_seconds", buckets: turnBuckets)
+    loopTurnCpu = registry.makeDurationHistogram(name: "relay_loop_turn_cpu_seconds", buckets: turnBuckets)
     webhookSent = CoreMetrics.Counter(label: "relay_webhook_sent_total", factory: f)
     webhookFailed = CoreMetrics.Counter(label: "relay_webhook_failed_total", factory: f)
     webhookRetried = CoreMetrics.Counter(label: "relay_webhook_retried_total", factory: f)

@@ -16,7 +16,7 @@ struct ConnectionCostMeasure {
     defer { server.stop() }
     let run = try ClientRun(HTTPClientSettings(caFile: tls ? cert.cert : nil), timeoutMs: 60_000)
     var turns: [Double] = []
-    run.loop.onTurn = { ns in turns.append(Double(ns) / 1e6) }
+    run.loop.onTurn = { ns, _ in turns.append(Double(ns) / 1e6) }
     var done = 0
     let start = Loop.hrtimeNs()
     func next() {
