@@ -296,7 +296,9 @@ def snapshot_section() -> list[str]:
         procs.stop()
 
 
-SCALE_SNAPSHOT_RECORDS = 2_000
+# Records between snapshots in the scale runs (BENCH_SNAPSHOT_RECORDS): far more often
+# than the default, so each run makes dozens.
+SCALE_SNAPSHOT_RECORDS = int(os.environ.get("BENCH_SNAPSHOT_RECORDS", "2000"))
 
 
 def snapshot_figures(ports: list[int], memory: list[float]) -> dict:

@@ -57,10 +57,7 @@ extension ClusterNode {
   /// (and trims the log), the others log their digest for comparison. On the loop
   /// only the skeleton is written (replay logs are captured, not visited); writing
   /// them and digesting run on the thread pool, storing in chunks (SnapshotStore).
-  /// While one is on its way, the newest two due ones wait (an older waiting one is
-  /// superseded, counted): work and memory never pile up behind a slow Redis, and
-  /// the last two positions of a burst are always stored, so the trim behind the
-  /// previous snapshot keeps the log at about one interval.
+  /// One at a time; which wait and which are superseded is `SnapshotQueue`'s rule.
   func snapshotDue(at position: UInt64, id: String) {
     guard let replica = host.replica, let g = generation else { return }
     let started = Loop.hrtimeNs()
@@ -68,19 +65,13 @@ extension ClusterNode {
       parts: Handoff(replica.snapshotParts()), position: position, id: id, epoch: readEpoch, generation: g,
       replica: replica)
     stats.snapshotCaptureNs = Loop.hrtimeNs() &- started
-    guard !snapshotBusy else {
-      snapshotWaiting.append(capture)
-      if snapshotWaiting.count > Self.snapshotsWaitingMax {
-        host.loop.release(snapshotWaiting.removeFirst().parts)
-        stats.snapshotsSuperseded += 1
-      }
-      return
-    }
-    process(capture)
+    let decision = snapshots.due(capture)
+    for superseded in decision.drop { host.loop.release(superseded.parts) }
+    stats.snapshotsSuperseded = snapshots.superseded
+    if let now = decision.make { process(now) }
   }
 
   private func process(_ capture: SnapshotCapture) {
-    snapshotBusy = true
     let parts = capture.parts
     host.loop.offload({ Self.joinAndDigest(parts) }) { [weak self] done in
       guard let self else { return }
@@ -94,13 +85,9 @@ extension ClusterNode {
     }
   }
 
-  static let snapshotsWaitingMax = 2
-
   /// The snapshot on its way is stored, abandoned or only digested: the waiting one goes.
   func snapshotFinished() {
-    snapshotBusy = false
-    guard !snapshotWaiting.isEmpty else { return }
-    process(snapshotWaiting.removeFirst())
+    if let next = snapshots.finished() { process(next) }
   }
 
   /// Done with `snapshot`: its pieces are freed on the thread pool (hundreds of
@@ -123,8 +110,7 @@ extension ClusterNode {
 
   private func snapshotReady(_ snapshot: SnapshotStore, _ replica: Replica, _ g: String) {
     if replica.noteLocalDigest(snapshot.digest, at: snapshot.position) {
-      snapshotWaiting.forEach { host.loop.release($0.parts) }
-      snapshotWaiting = []
+      snapshots.dropWaiting().forEach { host.loop.release($0.parts) }
       storeFinished(snapshot)
       return diverged(at: snapshot.position)
     }

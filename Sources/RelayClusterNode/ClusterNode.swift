@@ -86,9 +86,9 @@ package final class ClusterNode {
   /// Bumped whenever the replica is replaced: replies of reads issued for an older
   /// one are dropped.
   var readEpoch: UInt64 = 0
-  /// A snapshot is being joined, digested or stored; the newest due ones wait.
-  var snapshotBusy = false
-  var snapshotWaiting: [SnapshotCapture] = []
+  /// The snapshot being joined, digested or stored, and the due ones waiting
+  /// (SnapshotQueue.swift).
+  var snapshots = SnapshotQueue<SnapshotCapture>()
   /// With `redis+sentinel://`: asks the sentinels for the primary, follows failovers.
   var sentinels: SentinelClient?
   /// The primary the connections go (or went) to.

@@ -37,16 +37,11 @@ extension DiskLog {
     // The new segment's header is synced by the next `everysec` sync, its name by the
     // snapshot's own sync of the dir.
     unsynced = config.fsync != .always
-    if snapshotBusy {
-      snapshotWaiting = (parts, position)  // supersedes an older waiting one
-    } else {
-      writeSnapshot(parts, at: position)
-    }
+    if let now = snapshots.due((parts, position)).make { writeSnapshot(now.parts, at: now.position) }
     return true
   }
 
   private func writeSnapshot(_ parts: SnapshotParts, at position: UInt64) {
-    snapshotBusy = true
     let handle = dir.handle
     let header = DataFileHeader(kind: .snapshot, rules: config.rulesVersion, seed: seed).encoded()
     let name = DataDirFile.snapshot(position: position).name
@@ -67,20 +62,16 @@ extension DiskLog {
   }
 
   private func snapshotWritten(_ done: SnapshotWritten, at position: UInt64) {
-    snapshotBusy = false
-    guard !stopped else { return }
+    guard !stopped else { return _ = snapshots.abandon() }
     if let error = done.error {
-      snapshotWaiting = nil
+      _ = snapshots.abandon()
       return fail(error)  // the retry writes a snapshot of everything on the loop
     }
     stats.snapshots += 1
     stats.snapshotBytes = UInt64(done.bytes)
     stats.snapshotNs = done.ns
     removeObsolete(after: position)
-    if let next = snapshotWaiting {
-      snapshotWaiting = nil
-      writeSnapshot(next.parts, at: next.position)
-    }
+    if let next = snapshots.finished() { writeSnapshot(next.parts, at: next.position) }
   }
 
   /// `fdatasync` of `file` on libuv's thread pool (FileSync); a failure makes the

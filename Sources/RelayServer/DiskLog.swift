@@ -47,10 +47,9 @@ final class DiskLog: ReplicatedInputs {
   @exclusivity(unchecked) var snapshotDue = false
   /// Effects were performed at once (`performsAtOnce`) since the last write.
   @exclusivity(unchecked) var performedUnwritten = false
-  /// A snapshot being joined and written on the thread pool (DiskLog+Snapshots.swift),
-  /// and the newest one due meanwhile.
-  var snapshotBusy = false
-  var snapshotWaiting: (parts: SnapshotParts, position: UInt64)?
+  /// The snapshot being joined and written on the thread pool (DiskLog+Snapshots.swift)
+  /// and the newest one due meanwhile (SnapshotQueue.swift).
+  var snapshots = SnapshotQueue<(parts: SnapshotParts, position: UInt64)>(waitingMax: 1)
   /// Written since the last `fdatasync` (`everysec`).
   var unsynced = false
   /// The last write, sync or snapshot that failed; nil while the disk takes writes.
@@ -239,7 +238,7 @@ final class DiskLog: ReplicatedInputs {
       return false
     }
     pending.removeAll(keepingCapacity: true)
-    snapshotWaiting = nil
+    _ = snapshots.dropWaiting()
     unsynced = false
     stats.snapshots += 1
     stats.snapshotBytes = UInt64(body.count)
