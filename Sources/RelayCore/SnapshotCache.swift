@@ -1,8 +1,10 @@
 // What a snapshot captured last time, kept so that the next capture on the loop costs
 // what changed since, not the whole state (docs/cluster.md, "Bounded history"; the
 // bytes and their format are those of SnapshotEncode.swift, unchanged).
-// - Each session keeps its member and rate-window records until one of them changes
-//   (State.swift drops them where members, connections, profiles or windows change).
+// - Each session keeps its member records, patched where a member joins, leaves or
+//   changes connection (a copy of the list if a capture still shares it: the first
+//   such change per session after a capture pays it, as a join already pays O(members)
+//   in fan-out), and its rate-window records until a window may change (State.swift).
 // - Connections and the users' connection lists are split into buckets by key; a
 //   change names its key (a connection id, a uid), and the next capture rebuilds only
 //   the buckets named since the last one. A capture shares the bucket arrays
@@ -33,15 +35,16 @@ struct BucketedCapture<Key: Hashable, Record> {
     if changed[i].count > 2 * buckets[i].count + 32 { changed[i] = Array(Set(changed[i])) }
   }
 
-  /// Every bucket as it is now: those with changed keys rebuilt from `current`, the
-  /// rest shared as they were. `key(record)` names a record's key.
-  mutating func capture(key: (Record) -> Key, current: (Key) -> [Record]) -> [[Record]] {
+  /// Every bucket as it is now: those with changed keys rebuilt by `current`, which
+  /// appends a key's records now, the rest shared as they were. `key(record)` names a
+  /// record's key.
+  mutating func capture(key: (Record) -> Key, current: (Key, inout [Record]) -> Void) -> [[Record]] {
     lastRebuilt = 0
     for i in changed.indices where !changed[i].isEmpty {
       let keys = Set(changed[i])
       changed[i] = []
       var rebuilt = buckets[i].filter { !keys.contains(key($0)) }
-      for k in keys { rebuilt += current(k) }
+      for k in keys { current(k, &rebuilt) }
       buckets[i] = rebuilt
       lastRebuilt += rebuilt.count
     }
@@ -82,8 +85,8 @@ extension RelayCore {
   func capturedConnections(reusing: Bool) -> [[ConnectionRecord]] {
     guard reusing else { return [connections.values.map(ConnectionRecord.init)] }
     let table = connections
-    return snapshotCache.connections.capture(key: \.id) { id in
-      table[ConnectionID(id)].map { [ConnectionRecord($0)] } ?? []
+    return snapshotCache.connections.capture(key: \.id) { id, records in
+      if let c = table[ConnectionID(id)] { records.append(ConnectionRecord(c)) }
     }
   }
 
@@ -91,8 +94,8 @@ extension RelayCore {
   func capturedUsers(reusing: Bool) -> UserConnections {
     guard reusing else { return UserConnections(userConnections) }
     let table = userConnections
-    let buckets = snapshotCache.users.capture(key: \.uid) { uid in
-      table.elements(withKey: uid).map { UserConnections.Pair(uid: uid, id: $0.id.raw) }
+    let buckets = snapshotCache.users.capture(key: \.uid) { uid, pairs in
+      for c in table.elements(withKey: uid) { pairs.append(UserConnections.Pair(uid: uid, id: c.id.raw)) }
     }
     return UserConnections(buckets: buckets)
   }

@@ -204,16 +204,17 @@ final class Session {
     members.append(participant)
     recipients = nil
     snapshotChunk = nil
-    capturedMembers = nil
+    capturedMembers?.append(MemberRecord(participant))
   }
 
   func remove(_ uid: String) {
-    guard let removed = byUid.removeValue(forKey: uid) else { return }
-    members.removeAll { $0 === removed }
+    guard let removed = byUid.removeValue(forKey: uid), let index = members.firstIndex(where: { $0 === removed })
+    else { return }
+    members.remove(at: index)
+    capturedMembers?.remove(at: index)
     rates[uid] = nil
     recipients = nil
     snapshotChunk = nil
-    capturedMembers = nil
     capturedWindows = nil
   }
 
@@ -254,6 +255,12 @@ final class Session {
   }
 
   private var capturedMembers: [MemberRecord]?
+
+  /// The member's record, patched where it stands in join order.
+  private func recapture(_ participant: Participant) {
+    guard capturedMembers != nil, let i = members.firstIndex(where: { $0 === participant }) else { return }
+    capturedMembers?[i] = MemberRecord(participant)
+  }
   private var capturedWindows: [WindowRecord]?
 
   /// Puts back a member's windows from a snapshot.
@@ -268,7 +275,7 @@ final class Session {
     participant.setConnection(c)
     recipients = nil
     snapshotChunk = nil
-    capturedMembers = nil
+    recapture(participant)
   }
 
   /// The participant keeps its place but has no connection: `lost` (§5).
@@ -276,7 +283,7 @@ final class Session {
     participant.setConnection(nil)
     recipients = nil
     snapshotChunk = nil
-    capturedMembers = nil
+    recapture(participant)
   }
 
   func handIndex(of uid: String) -> Int? { hands.firstIndex { $0.uid == uid } }
