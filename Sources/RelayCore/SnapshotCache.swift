@@ -43,10 +43,10 @@ struct BucketedCapture<Key: Hashable, Record> {
     for i in changed.indices where !changed[i].isEmpty {
       let keys = Set(changed[i])
       changed[i] = []
-      var rebuilt = buckets[i].filter { !keys.contains(key($0)) }
-      for k in keys { current(k, &rebuilt) }
-      buckets[i] = rebuilt
-      lastRebuilt += rebuilt.count
+      // In place when no capture still shares the bucket (else one copy of it).
+      buckets[i].removeAll { keys.contains(key($0)) }
+      for k in keys { current(k, &buckets[i]) }
+      lastRebuilt += buckets[i].count
     }
     return buckets
   }
