@@ -18,7 +18,20 @@ enum SnapshotBench {
       let dims = (size ?? "1000x100").split(separator: "x").compactMap { Int($0) }
       let (sessions, members) = dims.count == 2 ? (dims[0], dims[1]) : (1_000, 100)
       let core = membersCore(sessions: sessions, members: members)
-      report("\(sessions * members) participants (\(sessions) sessions × \(members))", core, next: nil)
+      let t = Loop.hrtimeNs()
+      withExtendedLifetime(core.snapshotParts()) {}
+      print("  first capture (every record built): \(fmt(seconds(since: t) * 1e3, 2)) ms")
+      var touch = Touch(sessions: sessions)
+      report("\(sessions * members) participants (\(sessions) sessions × \(members))", core) { touch.messages(into: $0, sessions) }
+      for k in [1, 10, 100, sessions] where k <= sessions {
+        let ms = median(runs: 3) {
+          touch.joinsAndMessages(into: core, k)
+          let t = Loop.hrtimeNs()
+          withExtendedLifetime(core.snapshotParts()) {}
+          return seconds(since: t) * 1e3
+        }
+        print("  capture after a join and a message into each of \(k) sessions: \(fmt(ms, 2)) ms")
+      }
     }
   }
 
@@ -79,11 +92,48 @@ enum SnapshotBench {
     return (core, send)
   }
 
+  /// Changes between captures: new members and messages in the first k sessions
+  /// (connection i + 1 is a member of session s(i mod sessions)).
+  struct Touch {
+    let sessions: Int
+    var t: Int64 = 1 << 40
+    var next: UInt64 = 1 << 40
+
+    mutating func at() -> Instant {
+      t += 1
+      return Instant(monoMs: t, wallMs: 1_700_000_000_000 + t)
+    }
+
+    mutating func messages(into core: RelayCore, _ k: Int) {
+      for i in 0..<k {
+        let text = Array(#"{"type":"message.send","session":"s\#(i)","data":{"t":\#(t)}}"#.utf8)
+        core.receive(ConnectionID(UInt64(i + 1)), text: text, at: at())
+      }
+      _ = core.takeEffects()
+    }
+
+    mutating func joinsAndMessages(into core: RelayCore, _ k: Int) {
+      for i in 0..<k {
+        next += 1
+        let c = ConnectionID(next)
+        let now = at()
+        core.open(c, at: now)
+        core.receive(c, text: Array(#"{"type":"hello","dev":{"uid":"v\#(next)","name":"V"}}"#.utf8), at: now)
+        core.receive(c, text: Array(#"{"type":"session.join","session":"s\#(i)"}"#.utf8), at: now)
+        _ = core.takeEffects()
+      }
+      messages(into: core, k)
+      _ = core.nextDeadline
+    }
+  }
+
   /// `sessions` × `members` participants, each on a connection of its own.
   static func membersCore(sessions: Int, members: Int) -> RelayCore {
     var config = CoreConfig(devMode: true, serverVersion: "bench")
     config.joinRate = 1_000_000
     config.sessionJoinRate = 1_000_000
+    config.messageRate = 1_000_000
+    config.maxParticipants = 1 << 20
     let core = RelayCore(config: config, ids: CoreBench.Ids(), verifyToken: { _, _ in nil })
     var t: Int64 = 1_000
     for i in 0..<(sessions * members) {
@@ -96,6 +146,7 @@ enum SnapshotBench {
       if i % 1_000 == 0 { _ = core.takeEffects() }
     }
     _ = core.takeEffects()
+    _ = core.nextDeadline  // as the shell asks each turn: the moot hello timeouts go
     return core
   }
 }

@@ -22,6 +22,8 @@ extension RelayCore {
     }
     connection.goingAwayIsLost = hello.capabilities.contains(Capability.resumeAfterUnload)
     userConnections.append(connection)
+    snapshotTouch(user: identity.uid)
+    snapshotTouch(connection)
     let resumed = resumeHeldState(hello.resume, request)  // §8, before `welcome`
     sendWelcome(request, publicId: publicId, resumeToken: resumeToken, resumed: resumed, offered: hello.capabilities)
     deliverRingingCalls(to: connection, at: request.at)

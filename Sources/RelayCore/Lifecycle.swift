@@ -12,6 +12,7 @@ extension RelayCore {
       removeParticipant(uid, from: id, reason: .left, by: uid, at: at)
     }
     connection.sessions.removeAll()
+    snapshotTouch(connection)
   }
 
 

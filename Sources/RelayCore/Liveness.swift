@@ -90,6 +90,7 @@ extension RelayCore {
       emit(session, "participant.lost", at: at) { w in w.field("uid", uid) }
     }
     connection.sessions.removeAll()
+    snapshotTouch(connection)
     liveness.records[recordId] = LostRecord(uid: uid, token: profile.token, sessions: lostSessions)
     liveness.recordByToken[profile.token] = recordId
     let graceMs = connection.background ? config.backgroundGraceMs : config.graceMs
@@ -104,7 +105,10 @@ extension RelayCore {
     guard let record = liveness.records.removeValue(forKey: recordId) else { return }
     if liveness.recordByToken[record.token] == recordId {
       liveness.recordByToken[record.token] = nil
-      tokenHolder(record.token, of: record.uid)?.tokenSpent = true
+      if let holder = tokenHolder(record.token, of: record.uid) {
+        holder.tokenSpent = true
+        snapshotTouch(holder)
+      }
     }
     for id in record.sessions {
       let key = ParticipantKey(session: id, uid: record.uid)

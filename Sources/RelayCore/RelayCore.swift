@@ -43,6 +43,8 @@ public final class RelayCore {
   /// the plain path.
   var presenceDiffCapable = 0
   var counters = CoreStats()
+  /// What the last snapshot captured, reused by the next (SnapshotCache.swift).
+  var snapshotCache = SnapshotCache()
   /// §9 ringing state (CallsModel.swift).
   var calls = CallBook()
   /// §9a push registrations (PushRegistry.swift).
@@ -71,6 +73,7 @@ public final class RelayCore {
     precondition(connections[c] == nil, "connection \(c) opened twice")
     let connection = Connection(id: c, at: at)
     connections[c] = connection
+    snapshotTouch(connection)
     counters.connections += 1
     deadlines.scheduleHello(at: at.monoMs + config.helloTimeoutMs, c)
   }
@@ -85,6 +88,7 @@ public final class RelayCore {
   public func receive(_ c: ConnectionID, text: UnsafeRawBufferPointer, at: Instant) {
     guard let connection = connections[c], connection.phase != .closing else { return }
     connection.lastInboundMonoMs = at.monoMs
+    snapshotTouch(connection)  // and whatever the message changes in it
     switch CommandDecoder.decode(text, limits: decoderLimits) {
     case .failure(let error):
       rejectBadMessage(connection, error, at: at)
@@ -101,7 +105,11 @@ public final class RelayCore {
     // Gone from both tables at once: a closed connection speaks for no user, also
     // while its sessions are left below, and its resume token now works only through
     // a `LostRecord` (§8 grace).
-    if connection.uid != nil { userConnections.remove(connection) }
+    if let uid = connection.uid {
+      userConnections.remove(connection)
+      snapshotTouch(user: uid)
+    }
+    snapshotTouch(connection)
     counters.connections -= 1
     if connection.acceptsPresenceDiff { presenceDiffCapable -= 1 }
     if connection.phase != .closing {
@@ -181,6 +189,7 @@ public final class RelayCore {
     guard connection.phase != .closing else { return }
     detachLeaving(connection, at: at)
     connection.phase = .closing
+    snapshotTouch(connection)
     effects.append(.close(connection.id, code: code, reason: reason))
   }
 

@@ -23,7 +23,10 @@ extension RelayCore {
     let old = holder.flatMap { $0.phase == .ready && $0.id != request.c ? $0 : nil }
     guard old != nil || record != nil else { return false }
     // A resume token is spent once used; the new connection has its own.
-    holder?.tokenSpent = true
+    if let holder {
+      holder.tokenSpent = true
+      snapshotTouch(holder)
+    }
     liveness.recordByToken[token] = nil
     for entry in resume.sessions {
       reattach(entry.session, from: old, record: record, request)
@@ -62,6 +65,8 @@ extension RelayCore {
       old.sessions.removeAll { $0 == id }
       setConnection(participant, in: session, request.c)
       connection.sessions.append(id)
+      snapshotTouch(old)
+      snapshotTouch(connection)
       return
     }
     guard participant.status == .lost, let record,
@@ -70,6 +75,7 @@ extension RelayCore {
     liveness.lostOwner[ParticipantKey(session: id, uid: request.uid)] = nil
     setConnection(participant, in: session, request.c)  // `connected` again
     connection.sessions.append(id)
+    snapshotTouch(connection)
     counters.restored += 1
     emit(session, "participant.restored", at: request.at, excluding: request.c) { w in
       w.field("uid", participant.uid)

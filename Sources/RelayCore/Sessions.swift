@@ -100,6 +100,7 @@ extension RelayCore {
     countSessionChurn(session, at: request.at)
     session.add(participant)
     request.connection.sessions.append(session.id)
+    snapshotTouch(request.connection)
     idleMembershipChanged(session, at: request.at)  // §5: a join cancels the countdown
     // §2: the joiner's own participant.joined is folded into its snapshot.
     let profile = participant.profile
@@ -116,11 +117,13 @@ extension RelayCore {
   func takeOver(_ participant: Participant, in session: Session, _ request: Request) {
     if let old = participant.connection, let oldConnection = connections[old] {
       oldConnection.sessions.removeAll { $0 == session.id }
+      snapshotTouch(oldConnection)
       sendSessionLeft(session.id, to: old, reason: "replaced")
     }
     let wasLost = participant.status == .lost
     session.attach(participant, to: request.c)  // `connected` from here on
     request.connection.sessions.append(session.id)
+    snapshotTouch(request.connection)
     participant.profile = request.profile
     session.invalidateSnapshot()
     if wasLost {
@@ -175,7 +178,10 @@ extension RelayCore {
   func removeParticipant(_ participant: Participant, from session: Session, reason: LeaveReason, by: String?, at: Instant) {
     let uid = participant.uid
     let id = session.id
-    if let c = participant.connection { connections[c]?.sessions.removeAll { $0 == id } }
+    if let c = participant.connection, let connection = connections[c] {
+      connection.sessions.removeAll { $0 == id }
+      snapshotTouch(connection)
+    }
     session.remove(uid)
     if let index = session.handIndex(of: uid) {
       session.hands.remove(at: index)

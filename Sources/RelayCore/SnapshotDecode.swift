@@ -73,6 +73,7 @@ struct SnapshotReader {
     core.deadlines = try deadlines()
     core.push = try pushRegistry()
     try r.expectEnd()
+    core.snapshotTouchAll()
     // One state, one encoding: whatever the checks above let through in another
     // order or numbering (profiles referenced out of first-use order, say) would give
     // replicas different digests of the same state.

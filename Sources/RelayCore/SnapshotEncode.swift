@@ -31,8 +31,12 @@ extension RelayCore {
   /// `snapshot()` with the replay logs captured, not written: what a snapshot costs on
   /// the caller's thread is the state's skeleton, not its replay history
   /// (SnapshotParts.swift). `joined()` gives exactly `snapshot()`, on any thread.
-  public func snapshotParts() -> SnapshotParts {
-    var writer = SnapshotWriter(core: self)
+  public func snapshotParts() -> SnapshotParts { snapshotParts(reusing: true) }
+
+  /// `reusing: false` builds every record afresh and leaves the caches alone: the
+  /// reference the cached capture must equal byte for byte (SnapshotCache.swift).
+  func snapshotParts(reusing: Bool) -> SnapshotParts {
+    var writer = SnapshotWriter(core: self, reusing: reusing)
     writer.writeCore()
     return SnapshotParts(written: writer.out.bytes, sections: writer.sections)
   }
@@ -45,9 +49,12 @@ struct SnapshotWriter {
   /// The sections `joined()` writes after the bytes before them (SnapshotParts).
   private(set) var sections: [(at: Int, section: DeferredSection)] = []
   let sessions: [Session]
+  /// Records captured last time are reused where nothing changed (SnapshotCache.swift).
+  let reusing: Bool
 
-  init(core: RelayCore) {
+  init(core: RelayCore, reusing: Bool) {
     self.core = core
+    self.reusing = reusing
     sessions = core.sessions.keys.sorted().compactMap { core.sessions[$0] }
   }
 
@@ -55,9 +62,9 @@ struct SnapshotWriter {
     out.u8(RelayCore.snapshotVersion)
     sections.append((out.bytes.count, .profiles))
     // Connections and users are captured as values, sorted and written by `joined()`:
-    // the loop's share is one copy per connection, no sorting, no encoding.
-    sections.append((out.bytes.count, .connections(core.connections.values.map(ConnectionRecord.init))))
-    sections.append((out.bytes.count, .userConnections(UserConnections(core.userConnections))))
+    // the loop's share is the records changed since the last capture (SnapshotCache).
+    sections.append((out.bytes.count, .connections(core.capturedConnections(reusing: reusing))))
+    sections.append((out.bytes.count, .userConnections(core.capturedUsers(reusing: reusing))))
     grantedSessions(core.grantedSessions)
     out.count(sessions.count)
     for s in sessions { session(s) }
@@ -96,12 +103,12 @@ struct SnapshotWriter {
   mutating func session(_ s: Session) {
     out.string(s.id)
     out.i64(s.seq)
-    // Members and their rate windows are copied as values (no profile numbering, no
-    // sorting here): `joined()` writes them.
-    sections.append((out.bytes.count, .members(s.members.map(MemberRecord.init))))
+    // Members and their rate windows are captured as values (no profile numbering, no
+    // sorting here), kept by the session until they change: `joined()` writes them.
+    sections.append((out.bytes.count, .members(reusing ? s.memberRecords : s.members.map(MemberRecord.init))))
     out.count(s.hands.count)
     for h in s.hands { hand(h) }
-    sections.append((out.bytes.count, .windows(s.windowRecords)))
+    sections.append((out.bytes.count, .windows(reusing ? s.windowRecords : s.freshWindowRecords)))
     rateWindow(s.churnWindow)
     replayLog(s.replay)
   }

@@ -58,17 +58,29 @@ struct WindowRecord: Sendable {
   let message: RateWindow
 }
 
-/// The users' connections, captured in one pass over the multimap (each user's in
-/// hello order, users interleaved), grouped and sorted by `joined()`.
+/// The users' connections as (uid, connection) pairs in buckets (SnapshotCache.swift):
+/// each user's pairs together in one bucket, in hello order; grouped and sorted by
+/// `joined()`.
 struct UserConnections: Sendable {
-  let pairs: [(uid: String, id: UInt64)]
-
-  init(_ table: RefTable<ConnectionsByUid>) {
-    pairs = table.inRunOrder().map { ($0.uid ?? "", $0.id.raw) }
+  struct Pair: Sendable {
+    let uid: String
+    let id: UInt64
   }
+
+  let buckets: [[Pair]]
+
+  init(buckets: [[Pair]]) { self.buckets = buckets }
+
+  /// In one pass over the multimap (each user's in hello order, users interleaved).
+  init(_ table: RefTable<ConnectionsByUid>) {
+    buckets = [table.inRunOrder().map { Pair(uid: $0.uid ?? "", id: $0.id.raw) }]
+  }
+
+  var count: Int { buckets.reduce(0) { $0 + $1.count } }
 
   /// Users in ascending order, each with its connections in hello order.
   func grouped() -> [(uid: String, ids: [UInt64])] {
+    let pairs = Array(buckets.joined())
     let order = pairs.indices.sorted { (pairs[$0].uid, $0) < (pairs[$1].uid, $1) }
     var groups: [(uid: String, ids: [UInt64])] = []
     for i in order {
@@ -84,8 +96,8 @@ struct UserConnections: Sendable {
 enum DeferredSection: Sendable {
   /// The profile table: every profile the snapshot refers to, in first-use order.
   case profiles
-  /// Every connection, in any order (written by id).
-  case connections([ConnectionRecord])
+  /// Every connection, in buckets, in any order (written by id).
+  case connections([[ConnectionRecord]])
   /// Each user's connections.
   case userConnections(UserConnections)
   /// One session's members, in join order.
@@ -128,8 +140,8 @@ public struct SnapshotParts: Sendable {
       switch entry.section {
       // Per event: at most the log's own cost of it, plus 4 for its eviction record.
       case .replay(let log): return sum + 12 + log.bytes + 4 * log.events.count
-      case .connections(let all): return sum + 128 * all.count
-      case .userConnections(let users): return sum + 32 * users.pairs.count
+      case .connections(let all): return sum + 128 * all.reduce(0) { $0 + $1.count }
+      case .userConnections(let users): return sum + 32 * users.count
       case .members(let all): return sum + 4 + 128 * all.count  // a profile's table entry too
       case .windows(let all): return sum + 4 + 64 * all.count
       default: return sum
@@ -219,7 +231,7 @@ private struct SnapshotJoiner {
     for (_, section) in parts.sections {
       switch section {
       case .connections(let all):
-        connections = all.sorted { $0.id < $1.id }
+        connections = all.joined().sorted { $0.id < $1.id }
         for c in connections { if let p = c.profile { use(p) } }
       case .members(let all):
         for m in all { use(m.profile) }

@@ -193,7 +193,10 @@ final class Session {
   }
 
   /// A member's profile changed without a membership change (takeover).
-  func invalidateSnapshot() { snapshotChunk = nil }
+  func invalidateSnapshot() {
+    snapshotChunk = nil
+    capturedMembers = nil
+  }
 
   func add(_ participant: Participant) {
     precondition(byUid[participant.uid] == nil, "participant added twice")
@@ -201,14 +204,18 @@ final class Session {
     members.append(participant)
     recipients = nil
     snapshotChunk = nil
+    capturedMembers?.append(MemberRecord(participant))
   }
 
   func remove(_ uid: String) {
-    guard let removed = byUid.removeValue(forKey: uid) else { return }
-    members.removeAll { $0 === removed }
+    guard let removed = byUid.removeValue(forKey: uid), let index = members.firstIndex(where: { $0 === removed })
+    else { return }
+    members.remove(at: index)
+    capturedMembers?.remove(at: index)
     rates[uid] = nil
     recipients = nil
     snapshotChunk = nil
+    capturedWindows = nil
   }
 
   /// §7 and §7a rate windows by uid, created on a participant's first raise/lower or
@@ -217,6 +224,7 @@ final class Session {
   private var rates: [String: RateWindows] = [:]
 
   func windows(of participant: Participant) -> RateWindows {
+    capturedWindows = nil  // the caller may update it
     if let existing = rates[participant.uid] { return existing }
     let created = RateWindows()
     rates[participant.uid] = created
@@ -224,13 +232,42 @@ final class Session {
   }
 
   /// The windows of every participant that has them, as values in any order: for
-  /// snapshots, which sort them off the loop (SnapshotParts.swift).
+  /// snapshots, which sort them off the loop (SnapshotParts.swift). Kept until a
+  /// window may change (`windows(of:)` hands one out to be updated).
   var windowRecords: [WindowRecord] {
+    if let kept = capturedWindows { return kept }
+    let fresh = freshWindowRecords
+    capturedWindows = fresh
+    return fresh
+  }
+
+  var freshWindowRecords: [WindowRecord] {
     rates.map { WindowRecord(uid: $0.key, hand: $0.value.hand, message: $0.value.message) }
   }
 
+  /// The members as a snapshot copies them, kept until a member, its connection or
+  /// its profile changes (SnapshotCache.swift).
+  var memberRecords: [MemberRecord] {
+    if let kept = capturedMembers { return kept }
+    let fresh = members.map(MemberRecord.init)
+    capturedMembers = fresh
+    return fresh
+  }
+
+  private var capturedMembers: [MemberRecord]?
+
+  /// The member's record, patched where it stands in join order.
+  private func recapture(_ participant: Participant) {
+    guard capturedMembers != nil, let i = members.firstIndex(where: { $0 === participant }) else { return }
+    capturedMembers?[i] = MemberRecord(participant)
+  }
+  private var capturedWindows: [WindowRecord]?
+
   /// Puts back a member's windows from a snapshot.
-  func restoreWindows(_ windows: RateWindows, uid: String) { rates[uid] = windows }
+  func restoreWindows(_ windows: RateWindows, uid: String) {
+    rates[uid] = windows
+    capturedWindows = nil
+  }
 
   /// Points the participant at a (new) connection, which also makes it `connected`:
   /// join takeover, resume.
@@ -238,6 +275,7 @@ final class Session {
     participant.setConnection(c)
     recipients = nil
     snapshotChunk = nil
+    recapture(participant)
   }
 
   /// The participant keeps its place but has no connection: `lost` (§5).
@@ -245,6 +283,7 @@ final class Session {
     participant.setConnection(nil)
     recipients = nil
     snapshotChunk = nil
+    recapture(participant)
   }
 
   func handIndex(of uid: String) -> Int? { hands.firstIndex { $0.uid == uid } }

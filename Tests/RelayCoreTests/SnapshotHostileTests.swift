@@ -275,8 +275,11 @@ struct CraftedSnapshot {
     h.join(1, uid: "a", session: "s")
     h.join(2, uid: "b", session: "s")
     let config = h.core.config
-    func why() -> String { Self.reason(h.core.snapshot(), config: config) ?? "accepted" }
-    #expect(!Self.refused(h.core.snapshot(), config: config))
+    // Written afresh: reaching into the tables bypasses what tells the capture caches
+    // of a change (SnapshotCache.swift).
+    func fresh() -> [UInt8] { h.core.snapshotParts(reusing: false).joined() }
+    func why() -> String { Self.reason(fresh(), config: config) ?? "accepted" }
+    #expect(!Self.refused(fresh(), config: config))
     let b = h.core.connections[ConnectionID(2)]!
     h.core.userConnections.remove(b)
     #expect(why().contains("missing from their user"), "connection missing from its user's list")
@@ -294,7 +297,7 @@ struct CraftedSnapshot {
     h.core.calls.live["a"] = [ghost]
     #expect(why().contains("unknown call"), "live list naming an unknown call")
     h.core.calls.live["a"] = nil
-    #expect(!Self.refused(h.core.snapshot(), config: config))
+    #expect(!Self.refused(fresh(), config: config))
   }
 }
 
