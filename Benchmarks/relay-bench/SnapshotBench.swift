@@ -20,8 +20,10 @@ enum SnapshotBench {
       let core = membersCore(sessions: sessions, members: members)
       let t = Loop.hrtimeNs()
       withExtendedLifetime(core.snapshotParts()) {}
-      print("  first capture (every record built): \(fmt(seconds(since: t) * 1e3, 2)) ms")
+      print("  the first capture ever (it builds the records later ones keep): \(fmt(seconds(since: t) * 1e3, 2)) ms")
       var touch = Touch(sessions: sessions)
+      pings(into: core, connections: sessions * members, &touch)
+      restored(core)
       report("\(sessions * members) participants (\(sessions) sessions × \(members))", core) { touch.messages(into: $0, sessions) }
       for k in [1, 10, 100, sessions] where k <= sessions {
         let ms = median(runs: 3) {
@@ -61,6 +63,46 @@ enum SnapshotBench {
     let t2 = Loop.hrtimeNs()
     next(core)
     print("  one message into each session after a capture: \(fmt(after, 1)) ms (without a capture: \(fmt(seconds(since: t2) * 1e3, 1)) ms)")
+  }
+
+  /// A ping from every connection changes every connection's record (its last inbound
+  /// time): the capture after them, and what the pings cost after a capture (which
+  /// the first change to each bucket copies) and without one.
+  static func pings(into core: RelayCore, connections: Int, _ touch: inout Touch) {
+    let ping = Array(#"{"type":"ping"}"#.utf8)
+    func all() -> Double {
+      let t = Loop.hrtimeNs()
+      for i in 0..<connections {
+        core.receive(ConnectionID(UInt64(i + 1)), text: ping, at: touch.at())
+        if i % 64 == 63 { _ = core.takeEffects() }
+      }
+      _ = core.takeEffects()
+      return seconds(since: t) * 1e3
+    }
+    let held = core.snapshotParts()
+    let after = all()
+    withExtendedLifetime(held) {}
+    let without = all()
+    let t = Loop.hrtimeNs()
+    withExtendedLifetime(core.snapshotParts()) {}
+    let capture = seconds(since: t) * 1e3
+    print("  capture after a ping from each of \(connections) connections: \(fmt(capture, 2)) ms")
+    print("  those pings: \(fmt(after, 0)) ms after a capture, \(fmt(without, 0)) ms without")
+  }
+
+  /// A core restored from the snapshot bytes, as a starting node or a data dir's
+  /// restart restores it: the restore, then its first capture.
+  static func restored(_ core: RelayCore) {
+    let bytes = core.snapshot()
+    let t = Loop.hrtimeNs()
+    guard
+      let copy = try? RelayCore(
+        restoring: bytes, config: core.config, ids: CoreBench.Ids(), verifyToken: { _, _ in nil }, canonical: false)
+    else { return print("  restore failed") }
+    let restore = seconds(since: t) * 1e3
+    let t2 = Loop.hrtimeNs()
+    withExtendedLifetime(copy.snapshotParts()) {}
+    print("  restore \(fmt(restore, 0)) ms, then its first capture: \(fmt(seconds(since: t2) * 1e3, 2)) ms")
   }
 
   /// `sessions` sessions of one member each, `messages` ~1 KB messages into each.

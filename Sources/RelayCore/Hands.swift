@@ -49,7 +49,8 @@ extension RelayCore {
   }
 
   func acquireHandRate(_ participant: Participant, in session: Session, _ request: Request) throws(Refusal) {
-    guard session.windows(of: participant).hand.tryAcquire(at: request.at.monoMs, lateMs: request.at.lateMs, limit: config.handRate, windowMs: config.handWindowMs) else {
+    guard session.acquire(\.hand, of: participant, at: request.at, limit: config.handRate, windowMs: config.handWindowMs)
+    else {
       throw Refusal(.rateLimited, "at most \(config.handRate) raise/lower per \(config.handWindowMs) ms")
     }
   }

@@ -7,7 +7,8 @@ extension RelayCore {
   /// already compact-encoded and size-checked by the decoder, and is spliced verbatim.
   func sendMessage(_ id: String, data: [UInt8], _ request: Request) throws(Refusal) {
     let (session, me) = try memberSession(id, request)
-    guard session.windows(of: me).message.tryAcquire(at: request.at.monoMs, lateMs: request.at.lateMs, limit: config.messageRate, windowMs: config.messageWindowMs) else {
+    guard session.acquire(\.message, of: me, at: request.at, limit: config.messageRate, windowMs: config.messageWindowMs)
+    else {
       throw Refusal(.rateLimited, "at most \(config.messageRate) messages per \(config.messageWindowMs) ms")
     }
     ok(request)

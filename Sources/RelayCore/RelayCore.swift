@@ -145,8 +145,10 @@ public final class RelayCore {
     return deadlines.first?.atMonoMs
   }
 
-  /// Drains the effects produced so far, in order.
+  /// Drains the effects produced so far, in order. Called between inputs, so also
+  /// where the snapshot cache catches up with what they changed (SnapshotCache.swift).
   public func takeEffects() -> [Effect] {
+    snapshotSettle()
     defer { effects.removeAll(keepingCapacity: true) }
     return effects
   }

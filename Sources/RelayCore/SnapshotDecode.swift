@@ -73,7 +73,7 @@ struct SnapshotReader {
     core.deadlines = try deadlines()
     core.push = try pushRegistry()
     try r.expectEnd()
-    core.snapshotTouchAll()
+    core.snapshotFillAll()
     // One state, one encoding: whatever the checks above let through in another
     // order or numbering (profiles referenced out of first-use order, say) would give
     // replicas different digests of the same state.
@@ -253,10 +253,8 @@ struct SnapshotReader {
       let uid = try r.string()
       try ascending(&previous, uid, "rate windows")
       guard s[uid] != nil else { throw r.error("rate windows of non-member \(uid)") }
-      let windows = RateWindows()
-      windows.hand = try rateWindow()
-      windows.message = try rateWindow()
-      s.restoreWindows(windows, uid: uid)
+      let hand = try rateWindow()
+      s.restoreWindows(RateWindows(hand: hand, message: try rateWindow()), uid: uid)
     }
     s.churnWindow = try rateWindow()
     try replayLog(s)

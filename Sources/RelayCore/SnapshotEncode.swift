@@ -108,7 +108,7 @@ struct SnapshotWriter {
     sections.append((out.bytes.count, .members(reusing ? s.memberRecords : s.members.map(MemberRecord.init))))
     out.count(s.hands.count)
     for h in s.hands { hand(h) }
-    sections.append((out.bytes.count, .windows(reusing ? s.windowRecords : s.freshWindowRecords)))
+    sections.append((out.bytes.count, .windows(s.rates)))
     rateWindow(s.churnWindow)
     replayLog(s.replay)
   }
@@ -363,10 +363,10 @@ extension BinaryWriter {
 
   /// A session's rate windows by uid in ascending order (hash order would differ
   /// between processes).
-  mutating func windows(_ all: [WindowRecord]) {
+  mutating func windows(_ all: [String: RateWindows]) {
     count(all.count)
-    for w in all.sorted(by: { $0.uid < $1.uid }) {
-      string(w.uid)
+    for (uid, w) in all.sorted(by: { $0.key < $1.key }) {
+      string(uid)
       rateWindow(w.hand)
       rateWindow(w.message)
     }

@@ -3,8 +3,9 @@
 // writes the small fixed parts, and captures the rest as values without encoding,
 // sorting or numbering anything: each session's replay log as it is (`ReplayChunks`:
 // O(1) per session, the events shared, not visited), the replay budget's eviction
-// order, and one plain copy per connection, per member and per rate window (no
-// hashing: the profile table's numbering and every sort are left to `joined()`).
+// order, each session's rate windows (a table of values, shared), and the plain
+// records kept for connections, users and members (SnapshotCache.swift; no hashing:
+// the profile table's numbering and every sort are left to `joined()`).
 // `joined()` — wherever the caller runs it, off the loop — numbers the profiles in
 // first use, writes the profile table in front, the captured sections in order, and
 // gives exactly the bytes one sequential writer would have: the format does not change.
@@ -49,13 +50,6 @@ struct MemberRecord: Sendable {
     joinedAtWallMs = p.joinedAtWallMs
     connection = p.connection?.raw
   }
-}
-
-/// A member's §7 / §7a rate windows, copied on the loop.
-struct WindowRecord: Sendable {
-  let uid: String
-  let hand: RateWindow
-  let message: RateWindow
 }
 
 /// The users' connections as (uid, connection) pairs in buckets (SnapshotCache.swift):
@@ -103,7 +97,7 @@ enum DeferredSection: Sendable {
   /// One session's members, in join order.
   case members([MemberRecord])
   /// One session's rate windows, in any order (written by uid).
-  case windows([WindowRecord])
+  case windows([String: RateWindows])
   /// One session's replay log.
   case replay(ReplayCapture)
   /// The replay budget's live eviction records, as session indexes.

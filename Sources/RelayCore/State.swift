@@ -91,7 +91,7 @@ final class Participant {
 
 /// A participant's sliding windows (§7 raise/lower, §7a messages).
 /// Limits and windows come from the config at each use (`RateWindow`).
-final class RateWindows {
+struct RateWindows: Sendable {
   var hand = RateWindow()
   var message = RateWindow()
 }
@@ -215,34 +215,23 @@ final class Session {
     rates[uid] = nil
     recipients = nil
     snapshotChunk = nil
-    capturedWindows = nil
   }
 
   /// §7 and §7a rate windows by uid, created on a participant's first raise/lower or
   /// message: most members never use them. Dropped with the participant, so a user
-  /// who leaves and joins again starts afresh, as a new participant.
-  private var rates: [String: RateWindows] = [:]
+  /// who leaves and joins again starts afresh, as a new participant. Values, so a
+  /// snapshot shares the table as it is (copy-on-write: the first change after a
+  /// capture copies it, as that change's fan-out already visits every member).
+  private(set) var rates: [String: RateWindows] = [:]
 
-  func windows(of participant: Participant) -> RateWindows {
-    capturedWindows = nil  // the caller may update it
-    if let existing = rates[participant.uid] { return existing }
-    let created = RateWindows()
-    rates[participant.uid] = created
-    return created
-  }
-
-  /// The windows of every participant that has them, as values in any order: for
-  /// snapshots, which sort them off the loop (SnapshotParts.swift). Kept until a
-  /// window may change (`windows(of:)` hands one out to be updated).
-  var windowRecords: [WindowRecord] {
-    if let kept = capturedWindows { return kept }
-    let fresh = freshWindowRecords
-    capturedWindows = fresh
-    return fresh
-  }
-
-  var freshWindowRecords: [WindowRecord] {
-    rates.map { WindowRecord(uid: $0.key, hand: $0.value.hand, message: $0.value.message) }
+  /// Takes one from the participant's `window` (§7 hand, §7a message), creating its
+  /// windows if it has none: whether it was granted.
+  func acquire(
+    _ window: WritableKeyPath<RateWindows, RateWindow>, of participant: Participant, at: Instant, limit: Int,
+    windowMs: Int64
+  ) -> Bool {
+    rates[participant.uid, default: RateWindows()][keyPath: window].tryAcquire(
+      at: at.monoMs, lateMs: at.lateMs, limit: limit, windowMs: windowMs)
   }
 
   /// The members as a snapshot copies them, kept until a member, its connection or
@@ -254,6 +243,8 @@ final class Session {
     return fresh
   }
 
+  /// Built by the first capture that needs them (or a restore), then kept; nil again
+  /// after a takeover changed a profile.
   private var capturedMembers: [MemberRecord]?
 
   /// The member's record, patched where it stands in join order.
@@ -261,13 +252,9 @@ final class Session {
     guard capturedMembers != nil, let i = members.firstIndex(where: { $0 === participant }) else { return }
     capturedMembers?[i] = MemberRecord(participant)
   }
-  private var capturedWindows: [WindowRecord]?
 
   /// Puts back a member's windows from a snapshot.
-  func restoreWindows(_ windows: RateWindows, uid: String) {
-    rates[uid] = windows
-    capturedWindows = nil
-  }
+  func restoreWindows(_ windows: RateWindows, uid: String) { rates[uid] = windows }
 
   /// Points the participant at a (new) connection, which also makes it `connected`:
   /// join takeover, resume.
