@@ -14,7 +14,7 @@ import RelayPrimitives
 /// answered it; not found, `unavailable`. A batch still undecided `undecidedLimitMs`
 /// after it was first seen so (Redis has not come back) is answered `unavailable`
 /// then: a client never waits without end, and an `unavailable` command may still
-/// take effect (docs/cluster.md, as after a short `WAIT`).
+/// take effect (docs/cluster.md). A short `WAIT` leaves a batch undecided the same way.
 public struct AppendDriver: Sendable {
   public typealias Token = UInt64
 
@@ -195,11 +195,13 @@ public struct AppendDriver: Sendable {
       let wanted = policy.required
       guard n >= Int64(wanted) else {
         let ms = Self.replicationWaitMs
-        return failed(t, "NOREPLICAS \(n) of \(wanted) replicas confirmed within \(ms) ms", &out)
+        return undecided(t, "NOREPLICAS \(n) of \(wanted) replicas confirmed within \(ms) ms", &out)
       }
       stored(t, &out)
     case .error(let message)?:
-      failed(t, message, &out)
+      // The record is in the log (the script stored it): a refused `WAIT` (the
+      // primary demoted meanwhile, say) says nothing about whether it survives.
+      undecided(t, message, &out)
     case nil:
       lost(t, &out)
     }
@@ -227,8 +229,19 @@ public struct AppendDriver: Sendable {
 
   /// No reply: the record may or may not be in the log; the reader decides.
   private mutating func lost(_ t: Token, _ out: inout [Effect]) {
+    undecided(t, "no reply (connection lost or timed out)", &out)
+  }
+
+  /// The record's fate is not known yet: no reply, or in the log but not (yet) on the
+  /// replicas asked for (a short `WAIT`: it counts once they hold it, or vanishes
+  /// with the primary). Nothing is answered before the reader decides — it applies a
+  /// record only once the replicas hold it, which answers the commands — or
+  /// `undecidedLimitMs` passes (`unavailable`). An early `unavailable` for a record
+  /// that then counts would let, say, a resume spend its token on a socket the node
+  /// had already closed, and the client would find its session gone (§8).
+  private mutating func undecided(_ t: Token, _ message: String, _ out: inout [Effect]) {
     failing = true
-    out.append(.appendError("no reply (connection lost or timed out)"))
+    out.append(.appendError(message))
     batches[t]?.phase = .unknown
     replied(t, &out)
   }

@@ -87,17 +87,32 @@ import Testing
     #expect(d.handle(.historyEnded) == [.fail(2)])
   }
 
-  /// With replicas required: a stored append waits for `WAIT`; short of N it fails
-  /// and marks the node failing; N clears the mark.
+  /// With replicas required: a stored append waits for `WAIT`; short of N it marks
+  /// the node failing and leaves the batch to the reader (which applies a record only
+  /// once the replicas hold it): applied, it is settled, never failed first; N clears
+  /// the mark.
   @Test func waitsForTheReplicas() {
     var d = driver(minReplicas: 1)
     _ = d.handle(.append(1, record: [1]))
     #expect(d.handle(.scriptReply(1, .stored)) == [.sendWait(1, replicas: 1)])
     let short = d.handle(.waitReply(1, .count(0)))
-    #expect(short.contains(.fail(1)) && d.failing)
+    #expect(!short.contains(.fail(1)) && d.failing)
     _ = d.handle(.append(2, record: [2]))
     _ = d.handle(.scriptReply(2, .stored))
     #expect(d.handle(.waitReply(2, .count(1))).isEmpty && !d.failing)
+    #expect(d.handle(.applied(record: [1])) == [.settled(1)])
+  }
+
+  /// A short `WAIT` whose record the reader never applies (the replicas stay away,
+  /// or the primary died with it) is answered `unavailable` after the limit.
+  @Test func aShortWaitNeverReadBackFailsAfterTheLimit() {
+    var d = driver(minReplicas: 1)
+    _ = d.handle(.append(1, record: [1]))
+    _ = d.handle(.scriptReply(1, .stored))
+    _ = d.handle(.waitReply(1, .count(0)))
+    #expect(d.handle(.expire(nowMs: 1_000)).isEmpty)
+    #expect(d.handle(.expire(nowMs: 1_000 + AppendDriver.undecidedLimitMs - 1)).isEmpty)
+    #expect(d.handle(.expire(nowMs: 1_000 + AppendDriver.undecidedLimitMs)) == [.fail(1)])
   }
 
   /// `NOSCRIPT`: sent again whole and loaded again; `EVALSHA` once loaded.

@@ -50,8 +50,8 @@ import Testing
 struct AppendSimulation {
   enum Answer: Equatable {
     case ok
-    /// `unavailable`; `mayTakeEffect`: after a short `WAIT` or when undecided past the
-    /// limit, where the record may still count later (docs/cluster.md).
+    /// `unavailable`; `mayTakeEffect`: when undecided past the limit, where the
+    /// record may still count later (docs/cluster.md).
     case unavailable(mayTakeEffect: Bool)
   }
 
@@ -76,7 +76,6 @@ struct AppendSimulation {
   var nextToken: AppendDriver.Token = 0
   var nextCommand: UInt16 = 0
   var answers: [UInt16: [Answer]] = [:]
-  var inWaitReply = false
   /// In an `expire` beat (the node's housekeeping), and when the next one is due.
   var inExpire = false
   var nextBeatMs: UInt64 = 250
@@ -221,7 +220,9 @@ struct AppendSimulation {
       case .fail(let t):
         if lostTokens.remove(t) != nil { seen.lostThenUnavailable += 1 }
         if inExpire { seen.expired += 1 }
-        answer(records.removeValue(forKey: t) ?? [], .unavailable(mayTakeEffect: inWaitReply || inExpire))
+        // Only a batch undecided past the limit may count after `unavailable`: a short
+        // or refused `WAIT` leaves the decision to the reader.
+        answer(records.removeValue(forKey: t) ?? [], .unavailable(mayTakeEffect: inExpire))
       case .settled(let t):
         records[t] = nil
         appliedTokens.insert(t)
@@ -273,11 +274,9 @@ struct AppendSimulation {
       }
       perform(driver.handle(.scriptReply(t, r)))
     case .wait(let t, let a):
-      inWaitReply = a != nil
       if case .count(let n)? = a, n < Int64(driver.policy.required) { seen.shortWaits += 1 }
       if a == nil { lostTokens.insert(t) }
       perform(driver.handle(.waitReply(t, a)))
-      inWaitReply = false
     case .loaded: perform(driver.handle(.scriptLoaded))
     }
   }

@@ -38,8 +38,9 @@ def run_bots(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, d
     return proc, json.loads(report.read_text())
 
 
-def assert_clean(proc: subprocess.CompletedProcess, report: dict) -> None:
-    detail = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+def assert_clean(proc: subprocess.CompletedProcess, report: dict, more: str = "") -> None:
+    """`more`: what else explains a failure (the relays' logs)."""
+    detail = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}{more}"
     assert proc.returncode == 0, detail
     assert report["checkFailures"] == 0, detail
     for name, check in report["checks"].items():

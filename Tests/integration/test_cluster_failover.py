@@ -135,7 +135,7 @@ def test_bots_survive_a_node_lost_mid_run(cluster, tmp_path, how):
         raise
     print(proc.stdout)  # the report table, shown with -s
     detail = bots.detail() + "".join(f"\n--- {n.name} log:\n{n.output()}" for n in survivors)
-    assert_clean(proc, report)
+    assert_clean(proc, report, detail)
     assert report["bots"] == 36, detail
     assert report["urls"] == [n.ws + "/v1/ws" for n in nodes], detail
     # The lost node's third of the bots (12, give or take the few that the

@@ -7,8 +7,9 @@ three relay nodes on `redis+sentinel://…`.
   reads 503 meanwhile and is ready again soon after a replica is back.
 - The primary killed and never back: the promoted replica, which has no replica of
   its own, takes writes again within the bound (nothing lost, no reset).
-- The replica down: appends answer `unavailable` and nothing is applied until it is
-  back; what was applied then is the same for everyone.
+- The replica down: appends wait for it, are answered `unavailable` once
+  undecided past the limit, and nothing is applied until it is back; what was
+  applied then is the same for everyone.
 - A manual `SENTINEL FAILOVER`: the old primary becomes a replica, clients keep
   their sockets and sessions, `seq` goes on without a gap.
 - With `--redis-min-replicas 0`, a failover to a replica that lacks records the
@@ -118,7 +119,7 @@ def test_primary_killed_under_load(redis_ha, ha_nodes, tmp_path):
     print(f"failover: promoted after {promoted - killed:.2f}s, replica in sync after {synced - killed:.2f}s, "
           f"ready after {ready - killed:.2f}s")
     detail = bots.detail() + "".join(f"\n--- {n.name} log:\n{n.output()}" for n in nodes)
-    assert_clean(proc, report)
+    assert_clean(proc, report, detail)
     assert report["freshRejoins"] == 0, detail
     assert report["unresolvedLost"] == 0, detail
     assert report["checks"]["seq-continuity"]["checked"] > 0, detail
@@ -179,7 +180,9 @@ async def test_replica_down_means_unavailable_and_nothing_applied(redis_ha, ha_n
     assert [d for _, d in await _messages(bob, 0.5)] == ["before"]
     replica = redis_ha.replica()
     replica.kill()
-    reply = await _send(alice, "m2", "while the replica is down")
+    # Undecided while no replica holds it: answered `unavailable` once the append
+    # driver's undecided limit (10 s) passes without its record applied.
+    reply = await _send(alice, "m2", "while the replica is down", timeout=20.0)
     assert reply["type"] == "error" and reply["code"] == "unavailable", reply
     # Nothing was applied: bob hears nothing, and every node reads 503.
     assert await _messages(bob, 1.5) == []
