@@ -7,7 +7,7 @@ extension NodeLifecycle {
   /// to still hold what it applied. A new one: reset and load its newest snapshot.
   mutating func enter(_ g: String, hasReplica: Bool, _ out: inout [Action]) {
     redisAttempts = 0
-    if generation == g, hasReplica {
+    if generation == g, hasReplica, replicaGeneration == g {
       guard lastId != "0" else { return carryOn(&out) }
       return out.append(.verifyHistory(lastId: lastId))
     }

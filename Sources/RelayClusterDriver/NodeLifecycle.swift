@@ -104,6 +104,9 @@ public struct NodeLifecycle: Sendable {
     case ticker(TickerView)
     /// The ticker's timer fired.
     case tickDue
+    /// The append machine failed the batch of this join (its reply was lost and the
+    /// log, read again to its end, lacks it; or Redis refused it).
+    case joinFailed(nonce: UInt64)
     case close
   }
 
@@ -174,6 +177,10 @@ public struct NodeLifecycle: Sendable {
   public internal(set) var pendingJoin: UInt64?
   public internal(set) var generation: String?
   public internal(set) var lastId = "0"
+  /// The generation the installed replica was loaded from: a reconnect carries on
+  /// only with a replica of the generation it meets (one whose snapshot load was cut
+  /// short still holds the previous generation's state).
+  public internal(set) var replicaGeneration: String?
   /// Bumped whenever the replica is replaced (or a read must stop): replies of reads
   /// issued for an older one are dropped.
   public internal(set) var readEpoch: UInt64 = 0
@@ -232,6 +239,7 @@ public struct NodeLifecycle: Sendable {
       // reconnect into this generation reads on from here.
       guard let g = generation else { return [] }
       lastId = id
+      replicaGeneration = g
       out.append(.read(generation: g, epoch: readEpoch, lastId: lastId))
     case .generationUnusable:
       guard let g = generation else { return [] }
@@ -262,6 +270,10 @@ public struct NodeLifecycle: Sendable {
     case .tickDue:
       armedTickMs = nil
       out.append(.tick)
+    case .joinFailed(let nonce):
+      // Not in the log: the next read that reaches its end joins again (a join that
+      // still took effect leaves a number without beats, declared dead in time).
+      if pendingJoin == nonce { pendingJoin = nil }
     case .close:
       state = .stopped
       armedTickMs = nil

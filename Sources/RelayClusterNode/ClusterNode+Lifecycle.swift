@@ -29,7 +29,8 @@ extension ClusterNode {
     case .loadSnapshot(let g): loadSnapshot(g)
     case .read(let g, let epoch, let from): readLoop(g, epoch: epoch, from: from)
     case .join(let nonce):
-      appendNow(.join(JoinRequest(name: config.nodeId, nonce: nonce, rules: host.clusterRules)), node: 0)
+      let join = LogInput.join(JoinRequest(name: config.nodeId, nonce: nonce, rules: host.clusterRules))
+      send(LogBatch(node: 0, inputs: [join]), [(join, { [weak self] in self?.step(.joinFailed(nonce: nonce)) })])
     case .setLocalNode(let n): host.replica?.localNode = n
     case .joined(let n): logger.info("cluster node joined", metadata: ["node": "\(config.nodeId)", "number": "\(n)"])
     case .ready(let reconnected): becameReady(reconnected: reconnected)
