@@ -9,12 +9,13 @@ import RelayPrimitives
 struct LifecycleSimulation {
   struct Seen {
     var readies = 0, reconnectedReadies = 0, staleDropped = 0, rebuilds = 0, replacements = 0
-    var deaths = 0, stores = 0, digests = 0, lostJoins = 0, failovers = 0, holes = 0
+    var deaths = 0, stores = 0, digests = 0, lostJoins = 0, failovers = 0, holes = 0, divergences = 0
 
     mutating func add(_ o: Seen) {
       readies += o.readies; reconnectedReadies += o.reconnectedReadies; staleDropped += o.staleDropped
       rebuilds += o.rebuilds; replacements += o.replacements; deaths += o.deaths; stores += o.stores
       digests += o.digests; lostJoins += o.lostJoins; failovers += o.failovers; holes += o.holes
+      divergences += o.divergences
     }
   }
 
@@ -84,6 +85,11 @@ struct LifecycleSimulation {
     case 90..<94:
       guard let replica = nodes[i].replica, let victim = replica.nodes.sorted().randomElement(using: &random) else { return }
       world.append(.death(victim))
+    case 94..<96:
+      // Its digest disagrees with the stored snapshot's: it rebuilds while its read is out.
+      guard let replica = nodes[i].replica, nodes[i].machine.state == .ready else { return }
+      seen.divergences += 1
+      execute(i, nodes[i].machine.handle(.diverged(position: replica.position)))
     default: deliver(i)
     }
   }

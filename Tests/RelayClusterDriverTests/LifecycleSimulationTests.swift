@@ -38,6 +38,7 @@ import Testing
     #expect(seen.readies > 100 && seen.reconnectedReadies > 20 && seen.staleDropped > 5, "\(seen)")
     #expect(seen.rebuilds > 5 && seen.replacements > 5 && seen.deaths > 10 && seen.failovers > 10, "\(seen)")
     #expect(seen.stores > 20 && seen.digests > 20 && seen.lostJoins > 10 && seen.holes > 5, "\(seen)")
+    #expect(seen.divergences > 10, "\(seen)")
   }
 
   /// The checks can fail: an adapter that applies replies of an older epoch is caught
