@@ -80,7 +80,7 @@ public struct NodeLifecycle: Sendable {
     case enter(generation: String, hasReplica: Bool)
     /// After a reconnect into the same generation: whether the log still holds the
     /// last record applied (a failover may have lost a tail).
-    case historyChecked(intact: Bool)
+    case historyChecked(LogHistory)
     /// The newest snapshot was loaded (its stream id) or there is none (`"0"`).
     case snapshotLoaded(lastId: String)
     /// The stored snapshot is unreadable (or the generation's keys unusable).
@@ -231,9 +231,17 @@ public struct NodeLifecycle: Sendable {
       state = .connecting
       out.append(.openConnections)
     case .enter(let g, let hasReplica): enter(g, hasReplica: hasReplica, &out)
-    case .historyChecked(let intact):
+    case .historyChecked(let history):
       guard state == .connecting, let g = generation else { return [] }
-      if intact { carryOn(&out) } else { replace(g, .historyLost(lastId: lastId), &out) }
+      switch history {
+      case .intact: carryOn(&out)
+      case .behind: replace(g, .historyLost(lastId: lastId), &out)
+      case .trimmed:
+        // Carrying on would read records after a hole, or after a tail lost and
+        // trimmed away: the stored snapshot is the state to go on from.
+        out.append(.driver(.reconnected))
+        rebuild(reason: "the log was trimmed past this node's last record", &out)
+      }
     case .snapshotLoaded(let id):
       // The replica is the snapshot's now, whatever the connections did meanwhile: a
       // reconnect into this generation reads on from here.

@@ -97,7 +97,7 @@ extension ClusterNode {
   /// not, this Redis lost records the node acted upon: NodeLifecycle starts a new
   /// generation.
   func verifyHistory(lastApplied mine: String) {
-    guard let g = generation, let commands else { return step(.historyChecked(intact: true)) }
+    guard let g = generation, let commands else { return step(.historyChecked(.intact)) }
     let log = Self.key("log", g)
     var found: String?
     commands.send([Array("XRANGE".utf8), log, Array(mine.utf8), Array(mine.utf8)]) { reply in
@@ -106,8 +106,7 @@ extension ClusterNode {
     commands.send([Array("XRANGE".utf8), log, Array("-".utf8), Array("+".utf8), Array("COUNT".utf8), Array("1".utf8)]) {
       [weak self] reply in
       guard let self, let reply, self.generation == g, self.state == .connecting else { return }
-      let check = LogHistory.check(lastApplied: mine, found: found, first: Self.firstId(reply))
-      self.step(.historyChecked(intact: check == .intact))
+      self.step(.historyChecked(LogHistory.check(lastApplied: mine, found: found, first: Self.firstId(reply))))
     }
   }
 

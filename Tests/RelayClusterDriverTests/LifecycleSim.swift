@@ -142,8 +142,10 @@ struct SimNode {
   /// A read of the current epoch reached the log's end.
   var caughtUpEpoch: UInt64?
   var tickArmed = false
-  /// Joins lost with the connection before Redis stored them.
-  var failedJoins: [UInt64] = []
+  /// Joins sent on the current connections, and those sent on lost ones (stored or
+  /// not), which the append machine decides at the next end of the log.
+  var sentJoins: [UInt64] = []
+  var unsettledJoins: [UInt64] = []
   var closedSockets = 0
   var nowMs: UInt64 = 0
   var lastAppendMs: UInt64 = 0

@@ -110,7 +110,7 @@ struct LifecycleSimulation {
     case .verify(let mine):
       let found = world.log.first { $0.id == mine }?.id
       let check = LogHistory.check(lastApplied: mine, found: found, first: world.log.first?.id)
-      execute(i, nodes[i].machine.handle(.historyChecked(intact: check == .intact)))
+      execute(i, nodes[i].machine.handle(.historyChecked(check)))
     case .loadSnapshot(let g):
       guard g == world.generation else { return lose(i) }
       nodes[i].replica = world.snapshot?.state ?? LogModel.Replica()
@@ -185,21 +185,24 @@ extension LifecycleSimulation {
       if from != nodes[i].machine.lastId { failure = "node \(i) reads from \(from), not its last id" }
       nodes[i].pending.append(.read(.init(generation: g, epoch: epoch, lastId: from)))
     case .join(let nonce):
+      nodes[i].sentJoins.append(nonce)
       switch random.next() % 8 {
       case 0:
-        seen.lostJoins += 1  // Redis lost before the join was stored: the append machine fails it later
-        nodes[i].failedJoins.append(nonce)
+        seen.lostJoins += 1  // Redis lost before the join was stored
         lose(i)
       case 1:
         world.append(.join(nonce: nonce))
-        lose(i)  // stored, the reply lost: the reader finds it
+        lose(i)  // stored, the reply lost: the reader finds it, unless a failover lost it
       default: world.append(.join(nonce: nonce))
       }
     case .driver(.caughtUp):
-      // The append machine decides lost batches when the reader reaches the log's end.
-      let failed = nodes[i].failedJoins
-      nodes[i].failedJoins = []
-      for nonce in failed { execute(i, nodes[i].machine.handle(.joinFailed(nonce: nonce))) }
+      // The append machine decides a batch whose reply was lost when the reader
+      // reaches the log's end: read back, it was answered; not in the log, it fails.
+      let unsettled = nodes[i].unsettledJoins
+      nodes[i].unsettledJoins = []
+      for nonce in unsettled where !world.log.contains(where: { $0.kind == .join(nonce: nonce) }) {
+        execute(i, nodes[i].machine.handle(.joinFailed(nonce: nonce)))
+      }
     case .ready(let reconnected): ready(i, reconnected: reconnected)
     case .closeSockets: nodes[i].closedSockets += 1
     case .fatal(let reason): failure = "node \(i) fatal: \(reason)"
@@ -218,7 +221,10 @@ extension LifecycleSimulation {
       nodes[i].lastAppendMs = nodes[i].nowMs
     case .armTick: nodes[i].tickArmed = true
     case .stopTick: nodes[i].tickArmed = false
-    case .busLost: nodes[i].pending.removeAll()
+    case .busLost:
+      nodes[i].pending.removeAll()
+      nodes[i].unsettledJoins += nodes[i].sentJoins  // rechecked at the next end of the log
+      nodes[i].sentJoins = []
     case .reconnect: nodes[i].pending.append(.reconnect)
     case .cancelReconnect: nodes[i].pending.removeAll { $0 == .reconnect }
     case .driver, .resetNotice, .dropUnloggedCloses, .retryUnloggedCloses, .setLocalNode, .joined, .declaredDead,

@@ -108,7 +108,7 @@ import Testing
     #expect(m.handle(.redisLost(leaving: false)).first == .busLost(wasUp: true) && m.state == .down)
     _ = m.handle(.connect)
     #expect(m.handle(.enter(generation: "g1", hasReplica: true)) == [.verifyHistory(lastId: "1-0")])
-    let actions = m.handle(.historyChecked(intact: true))
+    let actions = m.handle(.historyChecked(.intact))
     #expect(actions.contains(.read(generation: "g1", epoch: epoch, lastId: "1-0")))
     #expect(actions.last == .ready(reconnected: true) && m.readEpoch == epoch)
   }
@@ -118,8 +118,14 @@ import Testing
     _ = m.handle(.redisLost(leaving: false))
     _ = m.handle(.connect)
     _ = m.handle(.enter(generation: "g1", hasReplica: true))
-    #expect(m.handle(.historyChecked(intact: false)) == [.replaceGeneration(old: "g1", .historyLost(lastId: "1-0"))])
+    #expect(m.handle(.historyChecked(.behind)) == [.replaceGeneration(old: "g1", .historyLost(lastId: "1-0"))])
     #expect(m.generation == nil)
+    var trimmed = Self.ready()
+    _ = trimmed.handle(.redisLost(leaving: false))
+    _ = trimmed.handle(.connect)
+    _ = trimmed.handle(.enter(generation: "g1", hasReplica: true))
+    let rebuild = trimmed.handle(.historyChecked(.trimmed))
+    #expect(rebuild == [.driver(.reconnected), .askStoredPosition(reason: "the log was trimmed past this node's last record")])
   }
 
   @Test func aReplicaOfAnotherGenerationIsNotCarriedOn() {
