@@ -101,15 +101,17 @@ public struct ReplicasSeen: Equatable, Sendable {
 public enum LogHistory: Equatable, Sendable {
   case intact
   case behind
+  /// Trimmed past the last record applied: behind a snapshot, or a lost tail trimmed
+  /// away since (the two look alike): the node rebuilds from the stored snapshot.
+  case trimmed
 
   /// `found`: the id of the entry at `lastApplied` if the log has it; `first`: the id
   /// of the log's first entry. Missing, with the log starting before it: the tail the
-  /// node applied is gone. Missing because the log starts after it: trimmed behind a
-  /// snapshot, which the reader handles (it rebuilds from the snapshot).
+  /// node applied is gone. Missing because the log starts after it: trimmed.
   public static func check(lastApplied: String, found: String?, first: String?) -> LogHistory {
     if found == lastApplied { return .intact }
     guard let first, let firstKey = streamKey(first), let mineKey = streamKey(lastApplied) else { return .behind }
-    return firstKey > mineKey ? .intact : .behind
+    return firstKey > mineKey ? .trimmed : .behind
   }
 
   /// `ms-seq` as a pair that compares as Redis orders stream ids; nil if malformed.

@@ -51,10 +51,7 @@ extension ClusterNode {
       dropConnections()
     }
     // An attempt under way (likely at the old address) that fails retries at once.
-    redisAttempts = 0
-    guard state == .down else { return }
-    reconnectTimer?.stop()
-    connect()
+    step(.primarySwitched)
   }
 
   /// The address a sentinel named may be stale (a demoted primary still listed, a
@@ -95,12 +92,12 @@ extension ClusterNode {
 
   // MARK: History after a failover
 
-  /// Runs `carryOn` when the log of generation `g` still holds the last record this
-  /// node applied (or lost it only to trimming behind a snapshot, which the reader
-  /// handles); otherwise this Redis lost records the node acted upon: a new generation.
-  func verifyHistory(_ g: String, then carryOn: @escaping () -> Void) {
-    let mine = lastId
-    guard mine != "0", let commands else { return carryOn() }
+  /// Whether the log of the generation still holds the last record this node applied
+  /// (or lost it only to trimming behind a snapshot, which the reader handles); if
+  /// not, this Redis lost records the node acted upon: NodeLifecycle starts a new
+  /// generation.
+  func verifyHistory(lastApplied mine: String) {
+    guard let g = generation, let commands else { return step(.historyChecked(.intact)) }
     let log = Self.key("log", g)
     var found: String?
     commands.send([Array("XRANGE".utf8), log, Array(mine.utf8), Array(mine.utf8)]) { reply in
@@ -109,16 +106,7 @@ extension ClusterNode {
     commands.send([Array("XRANGE".utf8), log, Array("-".utf8), Array("+".utf8), Array("COUNT".utf8), Array("1".utf8)]) {
       [weak self] reply in
       guard let self, let reply, self.generation == g, self.state == .connecting else { return }
-      switch LogHistory.check(lastApplied: mine, found: found, first: Self.firstId(reply)) {
-      case .intact:
-        carryOn()
-      case .behind:
-        self.logger.error(
-          "the log in Redis lacks records this node applied (a failover lost them): starting a new generation",
-          metadata: ["node": "\(self.config.nodeId)", "lastApplied": "\(mine)"])
-        self.stats.resets += 1
-        self.replaceGeneration(g)
-      }
+      self.step(.historyChecked(LogHistory.check(lastApplied: mine, found: found, first: Self.firstId(reply))))
     }
   }
 

@@ -1,5 +1,6 @@
 import EventLoop
 import RelayCluster
+import RelayClusterDriver
 import RelayCore
 import RelayCrypto
 

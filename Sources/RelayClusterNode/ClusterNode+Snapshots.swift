@@ -1,5 +1,6 @@
 import EventLoop
 import RelayCluster
+import RelayClusterDriver
 import RelayCore
 import RelayCrypto
 import RelayPrimitives
@@ -12,31 +13,23 @@ import Logging
 extension ClusterNode {
   /// Loads the generation's newest snapshot (or starts from an empty state when the
   /// log has none) and reads the log after it.
-  func loadSnapshot() {
-    guard let g = generation else { return }
-    state = .catchingUp
-    readEpoch &+= 1
+  func loadSnapshot(_ g: String) {
     let read = [Array("EVAL".utf8), Self.readSnapshotSource, Array("2".utf8), Self.key("snapshot", g)]
     commands?.send(read + [Self.key("snapshot-bytes", g)], limitMs: 30_000) { [weak self] reply in
       guard let self, self.generation == g else { return }
       guard case .array(let items?)? = reply, items.count == 4 else { return self.dropConnections() }
       guard let bytes = items[3].bytes else {
         self.host.installReplica(seed: Array(g.utf8), restoring: nil, ownFile: false)
-        self.lastId = "0"
-        return self.readLoop()
+        return self.step(.snapshotLoaded(lastId: "0"))
       }
       let digest = Self.digest(bytes)
       guard let pos = items[0].string.flatMap(UInt64.init), pos > 0, let id = items[1].string,
         items[2].string == Crypto.hex(digest),
         let replica = self.host.installReplica(seed: Array(g.utf8), restoring: bytes, ownFile: false), replica.position == pos
-      else {
-        self.logger.error("the stored cluster snapshot is unreadable: starting a new generation")
-        return self.replaceGeneration(g)
-      }
+      else { return self.step(.generationUnusable) }
       replica.noteLocalDigest(digest, at: pos)
       self.stats.snapshotLoads += 1
-      self.lastId = id
-      self.readLoop()
+      self.step(.snapshotLoaded(lastId: id))
     }
   }
 
@@ -112,62 +105,29 @@ extension ClusterNode {
     if replica.noteLocalDigest(snapshot.digest, at: snapshot.position) {
       snapshots.dropWaiting().forEach { host.loop.release($0.parts) }
       storeFinished(snapshot)
-      return diverged(at: snapshot.position)
+      return step(.diverged(position: snapshot.position))
     }
-    guard state == .ready, number != 0 else { return storeFinished(snapshot) }
-    guard replica.ticker == number else {
+    switch lifecycle.snapshotDuty(isTicker: replica.ticker == number) {
+    case .none: storeFinished(snapshot)
+    case .logDigest:
       append(.digest(position: snapshot.position, digest: snapshot.digest, stored: false))
-      return storeFinished(snapshot)
+      storeFinished(snapshot)
+    case .store:
+      stats.snapshotBytes = UInt64(snapshot.count)
+      store(snapshot, generation: g, piece: 0)
     }
-    stats.snapshotBytes = UInt64(snapshot.count)
-    store(snapshot, generation: g, piece: 0)
   }
 
-  /// This replica's state disagrees with the stored snapshot at `position`: its
-  /// clients may have seen wrong events. Close them (they resume) and start again
-  /// from the stored state.
-  func diverged(at position: UInt64) {
-    stats.divergences += 1
-    logger.error("this node's replica diverged from the cluster's snapshot: rebuilding", metadata: ["position": "\(position)"])
-    restart()
-  }
-
-  /// The log lost records this replica needs. When a newer snapshot than this
-  /// replica's state is stored, the records were trimmed while this node lagged by
-  /// more than a snapshot interval: rebuild from that snapshot. When none is, the log
-  /// really lost them (evicted, lost by Redis); a rebuild from the stored snapshot is
-  /// tried, and when it meets the same hole a third time, a new generation starts.
-  func rebuild(reason: String) {
+  /// The log lost records this replica needs (NodeLifecycle decides what follows
+  /// from the stored snapshot's position): asks Redis for it.
+  func askStoredPosition(reason: String) {
     guard let g = generation else { return }
     let mine = host.replica?.position ?? 0
-    readEpoch &+= 1  // nothing more of the current read is applied
     commands?.send([Array("HGET".utf8), Self.key("snapshot", g), Array("pos".utf8)]) { [weak self] reply in
       guard let self, self.generation == g else { return }
       let stored = reply?.string.flatMap(UInt64.init) ?? 0
-      self.rebuildsWithoutProgress = stored > mine ? 0 : self.rebuildsWithoutProgress + 1
-      if self.rebuildsWithoutProgress > 2 {
-        self.logger.error("the cluster log is inconsistent: starting a new generation", metadata: ["why": "\(reason)"])
-        return self.replaceGeneration(g)
-      }
-      self.logger.warning("rebuilding this node's replica from the newest snapshot", metadata: ["why": "\(reason)"])
-      self.restart()
+      self.step(.storedPosition(stored: stored, mine: mine, reason: reason))
     }
-  }
-
-  private func restart() {
-    number = 0
-    pendingJoin = nil
-    host.replica?.localNode = 0
-    host.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "node rebuilding its state")
-    loadSnapshot()
-  }
-
-  /// Replaces generation `g` (its keys are missing or unusable) with a fresh one;
-  /// every node then meets `RESET` and resets into it.
-  func replaceGeneration(_ g: String) {
-    readEpoch &+= 1
-    generation = nil
-    bootstrapReplacing(g)
   }
 
   // MARK: Rolling upgrades

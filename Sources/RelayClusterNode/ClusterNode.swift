@@ -25,39 +25,30 @@ import RelayPrimitives
 /// - `relay:{relay}:snapshot:GEN` (hash: pos, id, digest), `…:snapshot-bytes:GEN`, and
 ///   `…:snapshot-staging:GEN:N`: the newest snapshot, and node N's upload of the next.
 package final class ClusterNode {
-  enum State: Equatable {
-    case down
-    case connecting
-    /// Reading the log up to its end (then joining), or waiting for its own join.
-    case catchingUp
-    case ready
-    case stopped
-  }
+  typealias State = NodeLifecycle.State
 
   package unowned let host: any ReplicaHost
   let config: ClusterConfig
   let logger: Logger
   var commands: RedisConnection?
   var reader: RedisConnection?
-  var state = State.down
+  /// The node's life (NodeLifecycle.swift): its state, number, generation, read
+  /// position and epoch, decided there; this adapter executes its actions.
+  var lifecycle: NodeLifecycle
+  var state: State { lifecycle.state }
   /// This node's number in the current generation; 0 while it has none.
-  package var number: UInt32 = 0
-  /// The nonce of the join this node is waiting for, if any.
-  var pendingJoin: UInt64?
-  var generation: String?
-  var lastId = "0"
+  package var number: UInt32 { lifecycle.number }
+  var generation: String? { lifecycle.generation }
+  var lastId: String { lifecycle.lastId }
+  /// Bumped whenever the replica is replaced: replies of reads issued for an older
+  /// one are dropped.
+  var readEpoch: UInt64 { lifecycle.readEpoch }
   /// The replica's clock was last advanced at this loop time: with the replica's clock,
   /// the node's estimate of the log's time now (its own wall clock is never used).
   var appliedAtLoopMs: UInt64 = 0
-  /// Failed Redis connects since the last success, and their delays (full jitter,
-  /// 100 ms doubling to 2 s, seeded per node so nodes do not retry in step).
-  var redisAttempts = 0
-  let redisBackoff = Backoff(baseMs: 100, capMs: 2_000)
-  var redisJitter = SeededRandom(seed: Crypto.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
   var housekeeping: EventLoop.Timer?
   var reconnectTimer: EventLoop.Timer?
   var tickTimer: EventLoop.Timer?
-  var armedTickMs: Int64?
   var lastAppendMs: UInt64 = 0
   typealias PendingAppend = (input: LogInput, failed: (() -> Void)?)
   /// Inputs logged during this loop turn, sent together by `flushBatch`.
@@ -81,11 +72,6 @@ package final class ClusterNode {
   /// SHA1s of the scripts once `SCRIPT LOAD`ed; nil until then or after `NOSCRIPT`.
   var scriptSHAs: [RedisScript: [UInt8]] = [:]
   var appendErrorLog = RateLimitedLog(everyMs: 10_000)
-  /// Consecutive rebuilds from a snapshot that met missing records again.
-  var rebuildsWithoutProgress = 0
-  /// Bumped whenever the replica is replaced: replies of reads issued for an older
-  /// one are dropped.
-  var readEpoch: UInt64 = 0
   /// The snapshot being joined, digested or stored, and the due ones waiting
   /// (SnapshotQueue.swift).
   var snapshots = SnapshotQueue<SnapshotCapture>()
@@ -97,13 +83,17 @@ package final class ClusterNode {
   }
 
   /// Beats are sent this often; a node is dead after `nodeTimeoutMs` without one.
-  var beatMs: UInt64 { UInt64(max(50, min(1_000, config.nodeTimeoutMs / 4))) }
+  var beatMs: UInt64 { lifecycle.beatMs }
 
   package init(host: any ReplicaHost, config: ClusterConfig, logger: Logger) {
     self.host = host
     self.config = config
     self.logger = logger
     driver = AppendDriver(policy: ReplicaPolicy(minReplicas: config.minReplicas, followsFailovers: config.sentinel != nil))
+    // Seeded per node, so nodes do not retry in step and join nonces differ.
+    let seed = Crypto.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    lifecycle = NodeLifecycle(
+      beatMs: UInt64(max(50, min(1_000, config.nodeTimeoutMs / 4))), random: SeededRandom(seed: seed))
   }
 
   /// Ready: joined, caught up, and appends succeed — not failing, and Redis not
@@ -132,9 +122,9 @@ package final class ClusterNode {
     connect()
   }
 
-  func connect() {
-    guard state == .down else { return }
-    state = .connecting
+  func connect() { step(.connect) }
+
+  func openConnections() {
     if let sentinels {
       // Each attempt asks the sentinels afresh: after a failover the old address is dead.
       return sentinels.locate { [weak self] found in self?.located(found) }
@@ -232,47 +222,22 @@ package final class ClusterNode {
   }
 
   private func enter(generation g: String) {
-    redisAttempts = 0
     loadScripts()
-    if let old = generation, old == g, host.replica != nil {
-      // Same generation: carry on from where this replica was — once the log is
-      // known to still hold what it applied (a failover may have lost a tail).
-      return verifyHistory(g) { [weak self] in
-        guard let self else { return }
-        self.state = .catchingUp
-        self.perform(self.driver.handle(.reconnected))
-        self.readLoop()
-        if self.number != 0 && self.pendingJoin == nil { self.becomeReady(reconnected: true) }
-      }
-    }
-    perform(driver.handle(.historyEnded))
-    if generation != nil {
-      logger.warning("cluster state was lost in Redis: resetting this node", metadata: ["node": "\(config.nodeId)"])
-      stats.resets += 1
-    }
-    generation = g
-    number = 0
-    pendingJoin = nil
-    unloggedCloses = []
-    loadSnapshot()
+    step(.enter(generation: g, hasReplica: host.replica != nil))
   }
 
-  func lostRedis() {
-    guard state != .down, state != .stopped else { return }
-    let wasUp = state == .ready || state == .catchingUp
-    state = .down
+  func lostRedis() { step(.redisLost(leaving: onLeft != nil)) }
+
+  /// The connections ended (NodeLifecycle decided the node is down).
+  func busLost(wasUp: Bool) {
     commands?.close()
     reader?.close()
     commands = nil
     reader = nil
     tickTimer?.stop()
-    armedTickMs = nil
     if wasUp { logger.error("cluster bus lost: Redis unreachable", metadata: ["node": "\(config.nodeId)"]) }
     host.clusterBusLost()
-    if let done = onLeft { onLeft = nil; return done() }
-    let delay = UInt64(redisBackoff.delayMs(attempt: redisAttempts, using: &redisJitter))
-    redisAttempts += 1
-    reconnectTimer?.start(afterMs: delay) { [unowned self] in self.connect() }
+    if let done = onLeft { onLeft = nil; done() }
   }
 
   func dropConnections() {
@@ -282,15 +247,11 @@ package final class ClusterNode {
 
   // MARK: Reading the log
 
-  /// Caught up once a read returns fewer records than it asked for.
-  static let readCount = 1_000
-
-  func readLoop() {
-    guard let reader, let g = generation else { return }
-    let epoch = readEpoch
+  func readLoop(_ g: String, epoch: UInt64, from lastId: String) {
+    guard let reader else { return }
     let block: UInt64 = 1_000
     reader.send(
-      [Array("XREAD".utf8), Array("COUNT".utf8), Array(String(Self.readCount).utf8), Array("BLOCK".utf8),
+      [Array("XREAD".utf8), Array("COUNT".utf8), Array(String(NodeLifecycle.readCount).utf8), Array("BLOCK".utf8),
        Array(String(block).utf8), Array("STREAMS".utf8), Self.key("log", g), Array(lastId.utf8)],
       limitMs: block + 5_000
     ) { [weak self] reply in
@@ -306,18 +267,11 @@ package final class ClusterNode {
     var count = 0
     if case .array(let streams?) = reply { count = consume(streams, generation: g, epoch: epoch) }
     guard reading(g, epoch) else { return }
-    if count < Self.readCount {
-      perform(driver.handle(.caughtUp))
-      caughtUp()
-    }
-    armTicker()
-    readLoop()
+    step(.readEnded(epoch: epoch, count: count, tickerView))
   }
 
   /// Whether reads issued for generation `g` and replica `epoch` still count.
-  func reading(_ g: String, _ epoch: UInt64) -> Bool {
-    generation == g && readEpoch == epoch && (state == .ready || state == .catchingUp)
-  }
+  func reading(_ g: String, _ epoch: UInt64) -> Bool { lifecycle.reading(g, epoch) }
 
   /// `XREAD` reply: `[[key, [[id, [field, value, …]], …]]]`. Returns the records seen.
   private func consume(_ streams: [RESPValue], generation g: String, epoch: UInt64) -> Int {
@@ -327,89 +281,42 @@ package final class ClusterNode {
       for item in items {
         guard case .array(let parts?) = item, parts.count == 2, let id = parts[0].string else { continue }
         count += 1
-        lastId = id
         var fields: [[UInt8]?] = []
         if case .array(let list?) = parts[1] { fields = list.map(\.bytes) }
-        apply(RawRecord(id: id, fields: fields))
+        apply(RawRecord(id: id, fields: fields), epoch: epoch)
         if !reading(g, epoch) { return count }
       }
     }
     return count
   }
 
-  /// The end of the log is reached: join if this node has no number yet.
-  private func caughtUp() {
-    guard state == .catchingUp, number == 0, pendingJoin == nil else { return }
-    join()
-  }
-
-  /// Logs `join` with a fresh nonce; the number comes back with the applied record.
-  func join() {
-    state = .catchingUp
-    let nonce = UInt64.random(in: 1...UInt64.max)
-    pendingJoin = nonce
-    appendNow(
-      .join(JoinRequest(name: config.nodeId, nonce: nonce, rules: host.clusterRules)), node: 0
-    )
-  }
-
-  private func apply(_ raw: RawRecord) {
-    guard let replica = host.replica else { return }
+  /// Applies a record to the replica; what it means for this node is NodeLifecycle's.
+  private func apply(_ raw: RawRecord, epoch: UInt64) {
+    guard let replica = host.replica else { return step(.applied(id: raw.id, epoch: epoch, .init())) }
     stats.applied += 1
     let applied = host.applyRecord(raw)
     if driver.inFlight > 0, let record = raw.batch { perform(driver.handle(.applied(record: record))) }
     appliedAtLoopMs = host.loop.nowMs
     if let reason = applied.rejected { rejected(raw.id, reason) }
-    if applied.lostRecords { return rebuild(reason: "records missing from the log") }
-    stats.deaths += UInt64(applied.deaths.count)
-    if let upgrade = applied.upgrade { return handedOver(to: upgrade.rules, handoffBy: upgrade.handoffBy, raw: raw) }
-    if number != 0, applied.deaths.contains(number) || replica.nodes[number] == nil && pendingJoin == nil {
-      return declaredDead()
+    if !applied.lostRecords { stats.deaths += UInt64(applied.deaths.count) }
+    var outcome = NodeLifecycle.Outcome()
+    outcome.lostRecords = applied.lostRecords
+    outcome.upgrade = applied.upgrade != nil
+    outcome.deaths = applied.deaths
+    outcome.listed = number == 0 || replica.nodes[number] != nil
+    outcome.joined = applied.joined.map { NodeLifecycle.Admitted(nonce: $0.nonce, number: $0.number) }
+    outcome.refused = applied.refusedJoins.map { NodeLifecycle.Refused(nonce: $0.nonce, reason: $0.reason) }
+    outcome.snapshotDue = applied.snapshotDue
+    outcome.diverged = applied.diverged
+    for action in lifecycle.handle(.applied(id: raw.id, epoch: epoch, outcome)) {
+      guard case .handOver = action, let upgrade = applied.upgrade else { execute(action); continue }
+      handedOver(to: upgrade.rules, handoffBy: upgrade.handoffBy, raw: raw)
     }
-    if let pending = pendingJoin {
-      if let mine = applied.joined.first(where: { $0.nonce == pending }) { return joined(mine.number) }
-      if let refused = applied.refusedJoins.first(where: { $0.nonce == pending }) {
-        return host.fatal("the cluster refused this node: \(refused.reason)")
-      }
-    }
-    if let position = applied.snapshotDue { snapshotDue(at: position, id: raw.id) }
-    if let position = applied.diverged { diverged(at: position) }
   }
 
   private func rejected(_ id: String, _ reason: String) {
     stats.rejected += 1
     logger.warning("cluster log record rejected", metadata: ["id": "\(id)", "reason": "\(reason)"])
-  }
-
-  private func joined(_ n: UInt32) {
-    number = n
-    pendingJoin = nil
-    host.replica?.localNode = n
-    logger.info("cluster node joined", metadata: ["node": "\(config.nodeId)", "number": "\(n)"])
-    becomeReady(reconnected: false)
-  }
-
-  private func becomeReady(reconnected: Bool) {
-    state = .ready
-    let retry = unloggedCloses
-    unloggedCloses = []
-    for input in retry { append(input) }
-    if reconnected {
-      logger.info("cluster bus reconnected", metadata: ["node": "\(config.nodeId)", "number": "\(number)"])
-    } else {
-      logger.info("cluster node ready", metadata: ["node": "\(config.nodeId)", "number": "\(number)"])
-      onReady?()
-    }
-  }
-
-  private func declaredDead() {
-    logger.error("this node was declared dead by the cluster: rejoining", metadata: ["node": "\(config.nodeId)"])
-    stats.rejoins += 1
-    number = 0
-    unloggedCloses = []
-    host.replica?.localNode = 0
-    host.closeAllWebSockets(code: CloseCode.serviceRestart, reason: "node rejoining the cluster")
-    join()
   }
 
   // MARK: Time
@@ -418,11 +325,7 @@ package final class ClusterNode {
     commands?.checkOverdue(stallMs: Self.stallMs)
     reader?.checkOverdue(stallMs: Self.stallMs)
     perform(driver.handle(.expire(nowMs: host.loop.nowMs)))
-    guard state == .ready else { return }
-    let retry = unloggedCloses
-    unloggedCloses = []
-    for input in retry { append(input) }
-    if host.loop.nowMs >= lastAppendMs + beatMs / 2 { append(.beat) }
+    step(.housekeep(nowMs: host.loop.nowMs, lastAppendMs: lastAppendMs, unloggedCloses: unloggedCloses.count))
   }
 
   /// The log's time now, as this node estimates it: the replica's clock plus the
@@ -431,23 +334,11 @@ package final class ClusterNode {
     (host.replica?.clockMs ?? 0) + Int64(host.loop.nowMs &- appliedAtLoopMs)
   }
 
-  /// The ticker (the live node with the lowest number, the same on every replica)
-  /// logs a `tick` when the core's next deadline or a node's death is due.
-  func armTicker() {
-    guard state == .ready, let replica = host.replica, replica.ticker == number else {
-      tickTimer?.stop()
-      armedTickMs = nil
-      return
-    }
+  /// What the ticker's timer waits for: the core's next deadline or a node's death.
+  var tickerView: NodeLifecycle.TickerView {
+    guard let replica = host.replica else { return .init(isTicker: false, dueMs: nil, logNowMs: logNowMs) }
     let due = [replica.core.nextDeadline, replica.nextDeathCheckMs].compactMap { $0 }.min()
-    guard due != armedTickMs else { return }
-    armedTickMs = due
-    guard let due else { return tickTimer?.stop() ?? () }
-    let delay = max(0, min(due - logNowMs, 3_600_000))
-    tickTimer?.start(afterMs: UInt64(delay)) { [unowned self] in
-      self.armedTickMs = nil
-      self.append(.tick)
-    }
+    return .init(isTicker: replica.ticker == number, dueMs: due, logNowMs: logNowMs)
   }
 
   // MARK: Leaving
@@ -469,7 +360,7 @@ package final class ClusterNode {
   package func close() {
     let done = onLeft
     onLeft = nil
-    state = .stopped
+    step(.close)
     commands?.close()
     reader?.close()
     commands = nil

@@ -11,10 +11,10 @@ import Testing
     #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "1-0") == .behind)
     #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "5-0") == .behind)
     // Gone because the log now starts after it: trimmed behind a snapshot.
-    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "5-2") == .intact)
-    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "10-0") == .intact)
+    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "5-2") == .trimmed)
+    #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "10-0") == .trimmed)
     // Numeric, not textual, order; an empty log or a malformed id cannot vouch for it.
-    #expect(LogHistory.check(lastApplied: "9-0", found: nil, first: "10-0") == .intact)
+    #expect(LogHistory.check(lastApplied: "9-0", found: nil, first: "10-0") == .trimmed)
     #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: nil) == .behind)
     #expect(LogHistory.check(lastApplied: "5-1", found: nil, first: "x") == .behind)
     #expect(LogHistory.streamKey("18446744073709551615-3") != nil)
