@@ -22,7 +22,13 @@ final class ReplayBudget {
     let log: UInt64
     let seq: Int64
   }
-  private var order = FIFOQueue<Record>()
+  /// Recording order, in chunks a capture shares (`ChunkedQueue`): the first record
+  /// after a capture copies the tail chunk, not the whole order.
+  typealias Order = ChunkedQueue<Record>
+  /// Records per chunk: near the square root of an order of a million records, so the
+  /// tail chunk and the chunk list a capture makes the loop copy both stay short.
+  static let orderChunkSize = 1_024
+  private var order = Order(chunkSize: orderChunkSize)
   /// Live events across all logs: `order` is compacted when mostly stale.
   private var liveEvents = 0
   /// The sessions whose logs records name, while they live (`register`, `forget`).
@@ -90,36 +96,42 @@ final class ReplayBudget {
 
   /// The eviction order as it is now, for a snapshot: O(1) here, filtered later
   /// (`liveRecords`), on any thread.
-  var capturedOrder: FIFOQueue<Record> { order }
+  var capturedOrder: Order { order }
 
   /// The records of events still kept, in recording order: the eviction order. Records
   /// of dropped events or freed sessions are left out; eviction passes over them, so
   /// they change nothing (for snapshots). `logs`: the captured logs by serial, with
   /// their index in the snapshot and their oldest kept seq then.
   static func liveRecords(
-    _ order: FIFOQueue<Record>, logs: [UInt64: (index: UInt32, oldestSeq: Int64)]
+    _ order: Order, logs: [UInt64: (index: UInt32, oldestSeq: Int64)]
   ) -> [UInt32] {
-    order.elements.compactMap { record in
-      guard let log = logs[record.log], record.seq >= log.oldestSeq else { return nil }
-      return log.index
+    var live: [UInt32] = []
+    order.forEach { record in
+      guard let log = logs[record.log], record.seq >= log.oldestSeq else { return }
+      live.append(log.index)
     }
+    return live
   }
 
   /// Puts back the eviction order and count of a snapshot. The logs charge their
   /// bytes themselves as they are restored (`ReplayLog.restore`).
   func restore(evictions: UInt64, records: [(session: Session, seq: Int64)]) {
     self.evictions = evictions
-    order = FIFOQueue(records.map { Record(log: $0.session.replay.serial, seq: $0.seq) })
+    order = Order(chunkSize: Self.orderChunkSize, records.lazy.map { Record(log: $0.session.replay.serial, seq: $0.seq) })
   }
 
   /// Records of events a log already dropped by its own bounds stay until passed over;
-  /// rebuild once they outnumber the live ones, so `order` stays O(live events).
+  /// rebuild once they outnumber the live ones, so `order` stays O(live events) and
+  /// the rebuild amortized O(1) per record. The rebuild is a fresh queue: it only
+  /// reads the old one, so chunks a capture shares are never copied for it.
   private func compactIfMostlyStale() {
     let kept = order.count
     guard kept > 1_024, kept > 2 * liveEvents else { return }
-    order = FIFOQueue(order.elements.filter { record in
-      guard let owner = owner(of: record), let oldest = owner.replay.oldestSeq else { return false }
-      return record.seq >= oldest
-    })
+    var live = Order(chunkSize: Self.orderChunkSize)
+    order.forEach { record in
+      guard let owner = owner(of: record), let oldest = owner.replay.oldestSeq, record.seq >= oldest else { return }
+      live.append(record)
+    }
+    order = live
   }
 }

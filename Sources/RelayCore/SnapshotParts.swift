@@ -101,7 +101,7 @@ enum DeferredSection: Sendable {
   /// One session's replay log.
   case replay(ReplayCapture)
   /// The replay budget's live eviction records, as session indexes.
-  case evictionOrder(FIFOQueue<ReplayBudget.Record>)
+  case evictionOrder(ReplayBudget.Order)
 }
 
 /// A snapshot as written bytes plus sections to be written later. Sendable: all of it

@@ -37,6 +37,45 @@ import Testing
     #expect(new.replay.oldestSeq == 1 && budget.bytes == 4 * (1_000 + ReplayLog.entryBytes))
   }
 
+  /// The eviction order a snapshot captures keeps its records while the budget goes
+  /// on recording past several chunks, evicting and compacting; and the order's live
+  /// records are always exactly the kept events, oldest first (what a snapshot writes).
+  @Test func aCapturedEvictionOrderStaysAsCapturedWhileTheBudgetGoesOn() {
+    let budget = ReplayBudget(maxBytes: 200 * (100 + ReplayLog.entryBytes))
+    var config = CoreConfig(devMode: true, serverVersion: "t")
+    config.replayEvents = 25  // these logs drop by their own bound: stale records pile up
+    var sessions = (0..<4).map { Session(id: "s\($0)", config: config, budget: budget) }
+    config.replayEvents = 10_000  // this one, recorded into later, outgrows the budget
+    sessions.append(Session(id: "big", config: config, budget: budget))
+    func records(_ order: ReplayBudget.Order) -> [String] {
+      var all: [String] = []
+      order.forEach { all.append("\($0.log):\($0.seq)") }
+      return all
+    }
+    var captures: [(order: ReplayBudget.Order, records: [String])] = []
+    for step in 0..<5_000 {
+      let s = step >= 2_500 && step % 2 == 0 ? sessions[4] : sessions[(step * 7 + step / 3) % 4]
+      s.seq += 1
+      s.replay.record(seq: s.seq, atMonoMs: s.seq, .payload(Self.big(100)))
+      budget.recorded(s, seq: s.seq)
+      if step % 97 == 0 { captures.append((budget.capturedOrder, records(budget.capturedOrder))) }
+      let kept = sessions.reduce(0) { $0 + $1.replay.count }
+      #expect(budget.capturedOrder.count <= max(1_024, 2 * kept) + 1, "step \(step): order not compacted")
+      guard step % 50 == 0 else { continue }
+      var logs: [UInt64: (index: UInt32, oldestSeq: Int64)] = [:]
+      var expected: [UInt32] = []
+      for (i, s) in sessions.enumerated() {
+        guard let oldest = s.replay.oldestSeq else { continue }
+        logs[s.replay.serial] = (UInt32(i), oldest)
+        expected += (oldest...s.seq).map { _ in UInt32(i) }
+      }
+      let live = ReplayBudget.liveRecords(budget.capturedOrder, logs: logs)
+      #expect(live.count == kept && live.sorted() == expected, "step \(step): live records")
+    }
+    #expect(budget.evictions > 0 && sessions[0].replay.count == 25)
+    for c in captures { #expect(records(c.order) == c.records) }
+  }
+
   @Test func aFreedSessionGivesItsBytesBack() {
     let budget = ReplayBudget(maxBytes: 0)
     var session: Session? = Session(id: "s", config: CoreConfig(devMode: true, serverVersion: "t"), budget: budget)
