@@ -132,6 +132,9 @@ public final class Replica {
     self.core = core
     self.ids = ids
     self.config = config
+    // A replica is snapshotted at intervals from its first record: its core keeps
+    // its snapshot records from the start, so no capture ever builds them all.
+    core.keepSnapshotRecords()
   }
 
   /// The node whose turn it is to log `tick`s for the core's deadlines and to store

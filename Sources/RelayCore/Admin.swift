@@ -8,7 +8,7 @@ extension RelayCore {
   public func createSession(at: Instant) -> String {
     var id = ids.token(byteCount: 16)
     while sessions[id] != nil { id = ids.token(byteCount: 16) }
-    sessions[id] = Session(id: id, config: config, budget: replayBudget)
+    sessions[id] = makeSession(id)
     sessionWebhook("session.created", id, at: at)
     return id
   }

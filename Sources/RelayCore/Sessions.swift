@@ -79,7 +79,7 @@ extension RelayCore {
     guard request.connection.sessions.count < config.maxSessionsPerConnection else {
       throw Refusal(.rateLimited, "at most \(config.maxSessionsPerConnection) sessions per connection")
     }
-    let session = sessions[id] ?? Session(id: id, config: config, budget: replayBudget)
+    let session = sessions[id] ?? makeSession(id)
     if let existing = session[identity.uid] {
       ok(request)
       takeOver(existing, in: session, request)

@@ -13,8 +13,10 @@
 //   the last one: it shares the bucket arrays copy-on-write, and the first change to
 //   a bucket after it copies that one bucket. `joined()` sorts them off the loop, as
 //   it sorted one flat array.
-// Caches are not state: they are built by the first capture (a core that is never
-// snapshotted, standalone without a data dir, keeps none) or with a restored core's
+// Caches are not state: they are built when a core is known to be snapshotted
+// (`keepSnapshotRecords`, by a replica from its start) or by the first capture (a
+// core that is never snapshotted, standalone without a data dir, keeps none) or with
+// a restored core's
 // tables (`snapshotFillAll`: a restored core is snapshotted, and its first capture
 // must not build a million records), and a capture with `reusing: false` ignores them
 // (the reference the seeded tests compare against).
@@ -138,6 +140,20 @@ extension RelayCore {
 
   /// The user's list of connections changed (hello, close).
   func snapshotTouch(user uid: String) { snapshotCache.users.touch(uid) }
+
+  /// This core will be snapshotted: its records are kept from now on (built now, at
+  /// no cost for an empty core), not by its first capture. A no-op once kept.
+  public func keepSnapshotRecords() {
+    if !snapshotCache.connections.keeping { snapshotFillAll() }
+  }
+
+  /// A new session; in a core that keeps snapshot records, its members' are kept
+  /// from its first join, not built by the next capture.
+  func makeSession(_ id: String) -> Session {
+    let session = Session(id: id, config: config, budget: replayBudget)
+    if snapshotCache.connections.keeping { _ = session.memberRecords }
+    return session
+  }
 
   /// The first capture, or a restore: every record built from the tables, and kept.
   func snapshotFillAll() {

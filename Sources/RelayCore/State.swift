@@ -243,9 +243,13 @@ final class Session {
     return fresh
   }
 
-  /// Built by the first capture that needs them (or a restore), then kept; nil again
-  /// after a takeover changed a profile.
+  /// Built by the first capture that needs them (or a restore, or at creation in a
+  /// core that keeps its records), then kept; nil again after a takeover changed a
+  /// profile.
   private var capturedMembers: [MemberRecord]?
+
+  /// Whether the member records are kept now (for tests).
+  var hasKeptMemberRecords: Bool { capturedMembers != nil }
 
   /// The member's record, patched where it stands in join order.
   private func recapture(_ participant: Participant) {

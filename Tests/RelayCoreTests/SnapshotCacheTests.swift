@@ -75,6 +75,23 @@ import Testing
     #expect(before == h.core.snapshotParts(reusing: false).joined())
   }
 
+  /// A core that keeps its records from the start (a replica's) builds none at its
+  /// first capture, members included, and captures the bytes a fresh capture gives.
+  @Test func aCoreKeptFromTheStartCapturesWithoutBuilding() {
+    let h = Harness {
+      $0.joinRate = 1_000_000
+      $0.sessionJoinRate = 1_000_000
+    }
+    h.core.keepSnapshotRecords()
+    for i in 1...500 { h.join(UInt64(i), uid: "u\(i % 300)", session: "s\(i % 7)") }
+    _ = h.out()
+    let settled = h.core.snapshotCache.connections.settled
+    let parts = h.core.snapshotParts()
+    #expect(h.core.snapshotCache.connections.settled == settled, "the capture built nothing")
+    #expect(h.core.sessions.values.allSatisfy { $0.hasKeptMemberRecords })
+    #expect(parts.joined() == h.core.snapshotParts(reusing: false).joined())
+  }
+
   /// A restored core holds every record from the restore on: its first capture
   /// builds none, and gives the bytes it was restored from.
   @Test func aRestoredCoreCapturesWithoutBuilding() throws {
