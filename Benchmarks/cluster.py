@@ -148,7 +148,7 @@ def bots(scenario: str, ports: list[int], tag: str, extra: list[str]) -> tuple[d
     p = subprocess.Popen(["taskset", "-c", OTHER_CPU, str(BIN / "relay-bots"), "run", scenario, "--dev", *urls,
                           "--json", str(report), "--quiet", *extra],
                          stdout=open(RAW / f"{tag}.bots.out", "wb"), stderr=open(RAW / f"{tag}.bots.err", "wb"))
-    return {"report": report}, p
+    return {"report": report, "err": RAW / f"{tag}.bots.err"}, p
 
 
 def run_load(tag: str, scenario: str, nodes: int, clustered: bool, extra_bots: list[str] | None = None) -> dict:
@@ -221,11 +221,16 @@ def redis_pipeline(port: int, commands: list[list[bytes]]) -> list[bytes]:
     return redisutil.pipeline(port, commands)
 
 
-def metric(port: int, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
+def scrape(port: int, timeout: float = 2) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout) as r:
+        return r.read().decode()
+
+
+def metric(port: int, name: str, text: str | None = None) -> float:
+    """`name`'s value on the node at `port`, or in `text` scraped from it earlier."""
+    for line in (scrape(port) if text is None else text).splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
     return 0.0
 
 
@@ -301,30 +306,32 @@ def snapshot_section() -> list[str]:
 SCALE_SNAPSHOT_RECORDS = int(os.environ.get("BENCH_SNAPSHOT_RECORDS", "2000"))
 
 
-def snapshot_figures(ports: list[int], memory: list[float]) -> dict:
-    """What a scale row reports of the nodes' snapshots and loop turns, and Redis's memory."""
+def snapshot_figures(ports: list[int], memory: list[float], texts: list[str] | None = None) -> dict:
+    """What a scale row reports of the nodes' snapshots and loop turns, and Redis's memory
+    (from `texts` when the nodes' metrics were scraped earlier)."""
+    texts = texts or [scrape(p, 60) for p in ports]
+
     def worst(name: str) -> float:
-        return max(metric(p, name) for p in ports)
+        return max(metric(p, name, t) for p, t in zip(ports, texts))
 
     return {
         "turnMaxMs": worst("relay_loop_turn_max_microseconds") / 1e3,
-        "over50": max(turns_over_50ms(p) for p in ports),
+        "over50": max(turns_over_50ms(t) for t in texts),
         "turnCpuMaxMs": worst("relay_loop_turn_cpu_max_microseconds") / 1e3,
-        "cpuOver50": max(turns_over_50ms(p, "relay_loop_turn_cpu_seconds") for p in ports),
+        "cpuOver50": max(turns_over_50ms(t, "relay_loop_turn_cpu_seconds") for t in texts),
         "snapshotMB": worst("relay_cluster_snapshot_bytes") / 1e6,
         "captureMs": worst("relay_cluster_snapshot_capture_seconds") * 1e3,
         "snapshotMs": worst("relay_cluster_snapshot_seconds") * 1e3,
-        "stored": sum(metric(p, "relay_cluster_snapshots_stored_total") for p in ports),
-        "due": metric(ports[0], "relay_cluster_log_position") // SCALE_SNAPSHOT_RECORDS,
+        "stored": sum(metric(p, "relay_cluster_snapshots_stored_total", t) for p, t in zip(ports, texts)),
+        "due": metric(ports[0], "relay_cluster_log_position", texts[0]) // SCALE_SNAPSHOT_RECORDS,
         "redisMaxMB": max(memory or [0]), "redisEndMB": memory[-1] if memory else 0,
     }
 
 
-def turns_over_50ms(port: int, histogram: str = "relay_loop_turn_seconds") -> int:
-    """Loop turns longer than 50 ms so far (`relay_loop_turn_seconds`: busy time;
-    `relay_loop_turn_cpu_seconds`: the loop thread's CPU time)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
+def turns_over_50ms(text: str, histogram: str = "relay_loop_turn_seconds") -> int:
+    """Loop turns longer than 50 ms so far, in a node's scraped metrics
+    (`relay_loop_turn_seconds`: busy time; `relay_loop_turn_cpu_seconds`: the loop
+    thread's CPU time)."""
     total = below = 0.0
     for line in text.splitlines():
         if line.startswith(f"{histogram}_count"):
@@ -445,13 +452,18 @@ def participants_run(total: int, members: int, tag: str) -> dict:
         memory: list[float] = []
         runs = [bots(str(scenario), ports, f"{tag}.shard{k}", ["--shard", f"{k}/{shards}", "--seed", str(k + 1)])
                 for k in range(shards)]
+        texts: list[str] | None = None
         while any(p.poll() is None for _, p in runs):
             memory.append(used_memory(rport) / 1e6)
+            # The figures of the run, before the bots close their sockets: 100 000
+            # closes (each a record every node applies) would be a storm of their own.
+            if texts is None and any(b"run over" in info["err"].read_bytes() for info, _ in runs):
+                texts = [scrape(port, 60) for port in ports]
             time.sleep(1)
         reports = [json.loads(info["report"].read_text()) for info, _ in runs]
 
         return {
-            "tag": tag, "nodes": nodes, "joined": sum(r["bots"] for r in reports), **snapshot_figures(ports, memory),
+            "tag": tag, "nodes": nodes, "joined": sum(r["bots"] for r in reports), **snapshot_figures(ports, memory, texts),
             "refused": sum(r["errorsReceived"] for r in reports), "checkFailures": sum(r["checkFailures"] for r in reports),
             "p50": max(r["deliveryLatencyUs"]["p50"] for r in reports) / 1e3,
             "p99": max(r["deliveryLatencyUs"]["p99"] for r in reports) / 1e3,

@@ -134,7 +134,7 @@ extension NodeLifecycle {
     guard state != .down, state != .stopped else { return }
     let wasUp = state == .ready || state == .catchingUp
     state = .down
-    armedTickMs = nil
+    _ = tickTimer.disarm()
     out.append(.busLost(wasUp: wasUp))
     guard !leaving else { return }
     let delay = UInt64(backoff.delayMs(attempt: redisAttempts, using: &random))
@@ -145,14 +145,12 @@ extension NodeLifecycle {
   /// Only the ticker (the live node with the lowest number, the same on every
   /// replica) arms the timer, for its next deadline in log time.
   mutating func armTicker(_ view: TickerView, _ out: inout [Action]) {
-    guard state == .ready, view.isTicker else {
-      armedTickMs = nil
-      return out.append(.stopTick)
+    let change = state == .ready && view.isTicker
+      ? tickTimer.arm(dueMs: view.dueMs, nowMs: view.logNowMs) : tickTimer.disarm()
+    switch change {
+    case .keep: break
+    case .stop: out.append(.stopTick)
+    case .start(let afterMs): out.append(.armTick(afterMs: afterMs))
     }
-    guard view.dueMs != armedTickMs else { return }
-    armedTickMs = view.dueMs
-    guard let due = view.dueMs else { return out.append(.stopTick) }
-    let delay = max(0, min(due - view.logNowMs, Self.longestTickMs))
-    out.append(.armTick(afterMs: UInt64(delay)))
   }
 }

@@ -22,8 +22,6 @@ public struct NodeLifecycle: Sendable {
 
   /// Caught up once a read returns fewer records than it asked for.
   public static let readCount = 1_000
-  /// A ticker timer never waits longer than this (a deadline far ahead is re-armed).
-  public static let longestTickMs: Int64 = 3_600_000
   /// Rebuilds that met missing records again without a newer snapshot stored, before
   /// the log is given up for a new generation.
   public static let rebuildsAllowed = 2
@@ -188,8 +186,10 @@ public struct NodeLifecycle: Sendable {
   public internal(set) var redisAttempts = 0
   /// Consecutive rebuilds from a snapshot that met missing records again.
   public internal(set) var rebuildsWithoutProgress = 0
+  /// The ticker's timer, in log time.
+  var tickTimer = DeadlineTimer()
   /// The log time the ticker's timer is armed for.
-  public internal(set) var armedTickMs: Int64?
+  public var armedTickMs: Int64? { tickTimer.armedMs }
   /// Beats are sent this often (the housekeeping period).
   public let beatMs: UInt64
   /// Reconnect delays: full jitter, 100 ms doubling to 2 s.
@@ -276,7 +276,7 @@ public struct NodeLifecycle: Sendable {
       }
     case .ticker(let view): armTicker(view, &out)
     case .tickDue:
-      armedTickMs = nil
+      tickTimer.fired()
       out.append(.tick)
     case .joinFailed(let nonce):
       // Not in the log: the next read that reaches its end joins again (a join that
@@ -284,7 +284,7 @@ public struct NodeLifecycle: Sendable {
       if pendingJoin == nonce { pendingJoin = nil }
     case .close:
       state = .stopped
-      armedTickMs = nil
+      _ = tickTimer.disarm()
     }
     return out
   }

@@ -68,31 +68,61 @@ extension ClusterNode {
   /// never mixes its chunks with another's). Expires if the upload is abandoned.
   func stagingKey(_ g: String) -> [UInt8] { Self.key("snapshot-staging", "\(g):\(number)") }
 
-  /// Uploads piece `piece`, then the next; after the last, swaps it in.
-  func store(_ snapshot: SnapshotStore, generation g: String, piece: Int) {
-    guard let commands, generation == g, state == .ready, number != 0 else { return storeFinished(snapshot) }
-    if piece >= snapshot.pieces.count && piece > 0 { return swapIn(snapshot, generation: g) }
-    let payload = piece < snapshot.pieces.count ? snapshot.pieces[piece] : []
-    let sent: (RESPValue?) -> Void = { [weak self] reply in
+  /// Uploads the snapshot piece by piece, then swaps it in (`SnapshotUpload` decides
+  /// each step; this sends it and feeds back the reply).
+  func store(_ snapshot: SnapshotStore, generation g: String) {
+    var upload = SnapshotUpload(pieces: snapshot.pieces.count)
+    let first = upload.start(mayStore: mayStore(g))
+    perform(first, upload, snapshot, g)
+  }
+
+  private func mayStore(_ g: String) -> Bool { commands != nil && generation == g && state == .ready && number != 0 }
+
+  private func perform(_ step: SnapshotUpload.Step, _ upload: SnapshotUpload, _ snapshot: SnapshotStore, _ g: String) {
+    let next: (SnapshotUpload.Reply) -> Void = { [weak self] reply in
       guard let self else { return }
-      switch reply {
-      case .simple?, .integer?:
-        self.store(snapshot, generation: g, piece: piece + 1)
-      default:
-        // The connection ended or Redis refused (OOM): the next interval tries again.
-        self.stats.snapshotStoreFailures += 1
-        self.storeFinished(snapshot)
-      }
+      var upload = upload
+      let step = upload.handle(reply, mayStore: self.mayStore(g))
+      self.perform(step, upload, snapshot, g)
     }
-    if piece == 0 {
-      commands.send(
-        [Array("SET".utf8), stagingKey(g)], payload: payload, after: [Array("EX".utf8), Array("600".utf8)], sent)
-    } else {
-      commands.send([Array("APPEND".utf8), stagingKey(g)], payload: payload, after: [], sent)
+    switch step {
+    case .set:
+      commands?.send(
+        [Array("SET".utf8), stagingKey(g)], payload: snapshot.pieces.first ?? [],
+        after: [Array("EX".utf8), Array("600".utf8)]) { next(Self.staged($0)) }
+    case .append(let piece):
+      commands?.send([Array("APPEND".utf8), stagingKey(g)], payload: snapshot.pieces[piece], after: []) {
+        next(Self.staged($0))
+      }
+    case .swap:
+      swapIn(snapshot, generation: g) { [weak self] reply in
+        switch reply?.string {
+        case "old"?: next(.old)
+        case "short"?: next(.short)
+        default:
+          // The `digest` record's append: its reply says what any append's says.
+          self?.appended(reply, [])
+          if case .bulk? = reply { next(.swapped) } else { next(.refused) }
+        }
+      }
+    case .finished(let outcome):
+      switch outcome {
+      case .stored: stats.snapshotsStored += 1
+      case .short, .failed: stats.snapshotStoreFailures += 1
+      case .superseded, .abandoned: break
+      }
+      storeFinished(snapshot)
     }
   }
 
-  private func swapIn(_ snapshot: SnapshotStore, generation g: String) {
+  private static func staged(_ reply: RESPValue?) -> SnapshotUpload.Reply {
+    switch reply {
+    case .simple?, .integer?: .staged
+    default: .refused  // the connection ended or Redis refused (OOM)
+    }
+  }
+
+  private func swapIn(_ snapshot: SnapshotStore, generation g: String, _ done: @escaping (RESPValue?) -> Void) {
     let batch = LogBatch(node: number, inputs: [.digest(position: snapshot.position, digest: snapshot.digest, stored: true)])
     let keys = [
       Self.generationKey, Self.key("seq", g), Self.key("log", g), Self.key("snapshot", g), Self.key("snapshot-bytes", g),
@@ -102,16 +132,6 @@ extension ClusterNode {
       Array(g.utf8), batch.encoded(), Array(String(snapshot.position).utf8), Array(snapshot.id.utf8),
       Array(Crypto.hex(snapshot.digest).utf8), Array(String(snapshot.count).utf8),
     ]
-    run(.snapshot, keys: keys, args: args) { [weak self] reply in
-      guard let self else { return }
-      defer { self.storeFinished(snapshot) }
-      switch reply?.string {
-      case "old"?: break
-      case "short"?: self.stats.snapshotStoreFailures += 1
-      default:
-        if case .bulk? = reply { self.stats.snapshotsStored += 1 }
-        self.appended(reply, [])
-      }
-    }
+    run(.snapshot, keys: keys, args: args, done)
   }
 }

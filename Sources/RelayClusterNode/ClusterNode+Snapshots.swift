@@ -114,7 +114,7 @@ extension ClusterNode {
       storeFinished(snapshot)
     case .store:
       stats.snapshotBytes = UInt64(snapshot.count)
-      store(snapshot, generation: g, piece: 0)
+      store(snapshot, generation: g)
     }
   }
 

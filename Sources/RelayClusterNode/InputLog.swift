@@ -50,6 +50,11 @@ package protocol InputLog: AnyObject {
   func stop(force: Bool)
   /// The loop has ended: what the log holds open (its files) is closed.
   func loopEnded()
+  /// The shell performed the core's effects (after an input, or a turn's presence
+  /// diffs): the core's next deadline may have moved. A log arms what fires it —
+  /// standalone the core's own `tick`; a data dir and a cluster's ticker arm their
+  /// logged `tick` records as they apply records.
+  func effectsApplied()
 
   // MARK: What the operator and clients see
 
@@ -77,6 +82,7 @@ extension InputLog {
   package func beforeFlush() {}
   package func stop(force: Bool) {}
   package func loopEnded() {}
+  package func effectsApplied() {}
   package var unavailable: (state: String, message: String) { ("unavailable", "retry") }
   package func owns(_ id: ConnectionID) -> Bool { true }
   package var figures: [LogFigure] { [] }

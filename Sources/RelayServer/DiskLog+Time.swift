@@ -1,9 +1,10 @@
 import EventLoop
 import RelayCluster
 import RelayCore
+import RelayPrimitives
 
 // Time on the durable single node: the core's deadlines fire through logged `tick`
-// records, as a cluster's ticker logs them (ClusterNode.armTicker), so a replay
+// records, as a cluster's ticker logs them (NodeLifecycle.armTicker), so a replay
 // fires each at the same record; beats mark the process alive; `everysec` syncs.
 extension DiskLog {
   func startTimers() {
@@ -39,16 +40,14 @@ extension DiskLog {
 
   func armTicker() {
     guard !stopped, let replica = server.replica, let timer = tickTimer else { return }
-    let due = replica.core.nextDeadline
-    guard due != armedTickMs else { return }
-    armedTickMs = due
-    guard let due else { return timer.stop() }
-    // At least 1 ms: a libuv timer restarted with 0 in its own callback runs again in
-    // the same pass (RelayServer.armCoreTimer).
-    let delay = max(1, min(due - logNowMs, 3_600_000))
-    timer.start(afterMs: UInt64(delay)) { [unowned self] in
-      self.armedTickMs = nil
-      self.append(.tick, failed: nil)
+    switch ticks.arm(dueMs: replica.core.nextDeadline, nowMs: logNowMs) {
+    case .keep: break
+    case .stop: timer.stop()
+    case .start(let afterMs):
+      timer.start(afterMs: afterMs) { [unowned self] in
+        self.ticks.fired()
+        self.append(.tick, failed: nil)
+      }
     }
   }
 

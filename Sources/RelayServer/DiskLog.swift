@@ -2,6 +2,7 @@ import EventLoop
 import Logging
 import RelayCluster
 import RelayCore
+import RelayPrimitives
 
 /// The durable single node (`--data-dir`, contract §12a; docs/operating.md): the
 /// third input log beside `LocalLog` and `ClusterNode`. Each input becomes the
@@ -59,7 +60,7 @@ final class DiskLog: ReplicatedInputs {
   var housekeeping: EventLoop.Timer?
   var tickTimer: EventLoop.Timer?
   var retryTimer: EventLoop.Timer?
-  var armedTickMs: Int64?
+  var ticks = DeadlineTimer()
   /// Outside the running loop (recovery, the last commit) a due snapshot is written
   /// on the spot: no thread pool job may be left queued.
   var snapshotsOnLoop = true

@@ -1,12 +1,41 @@
+import EventLoop
 import RelayCluster
 import RelayClusterNode
 import RelayCore
+import RelayPrimitives
 
-/// Standalone: each input goes straight into the core, and its effects are applied.
+/// Standalone: each input goes straight into the core, and its effects are applied;
+/// the core's deadlines fire through its own `tick`, from one timer.
 final class LocalLog: InputLog {
   unowned let server: RelayServer
+  private var timer: EventLoop.Timer?
+  private var deadline = DeadlineTimer()
 
   init(server: RelayServer) { self.server = server }
+
+  func start(ready: @escaping () -> Void) {
+    timer = EventLoop.Timer(loop: server.loop)
+    effectsApplied()
+  }
+
+  func stop(force: Bool) {
+    timer?.close()
+    timer = nil
+  }
+
+  func effectsApplied() {
+    guard let timer else { return }
+    switch deadline.arm(dueMs: server.core.nextDeadline, nowMs: Int64(server.loop.nowMs)) {
+    case .keep: break
+    case .stop: timer.stop()
+    case .start(let afterMs):
+      timer.start(afterMs: afterMs) { [unowned self] in
+        self.deadline.fired()
+        self.server.core.tick(at: self.server.now)
+        self.server.applyEffects()
+      }
+    }
+  }
 
   var takesBorrowedText: Bool { true }
   var acceptsInputs: Bool { true }

@@ -60,9 +60,7 @@ public final class RelayServer {
   var tlsDeadlines = DeadlineLane<UInt64>()
   var tlsStats = TLSStats()
   private var closeDeadlines = DeadlineLane<UInt64>()
-  /// One timer for the core's next deadline, one slow sweep for the FIFO deadlines.
-  private var coreTimer: EventLoop.Timer?
-  private var armedCoreDeadline: Int64?
+  /// The slow sweep for the FIFO deadlines (the core's own are the input log's).
   private var sweepTimer: EventLoop.Timer?
   private var signals: [SignalWatcher] = []
   /// Cluster mode: the listener is bound at start but listens once the node is ready.
@@ -140,7 +138,6 @@ public final class RelayServer {
     }
     listener = l
     boundPort = l.port
-    coreTimer = EventLoop.Timer(loop: loop)
     let sweep = EventLoop.Timer(loop: loop)
     sweep.start(afterMs: 250, repeatMs: 250) { [unowned self] in self.sweep() }
     sweepTimer = sweep
@@ -325,10 +322,10 @@ public final class RelayServer {
 
   // MARK: Core effects
 
-  /// Applies everything the core produced, then re-arms the core timer.
+  /// Applies everything the core produced; the input log re-arms the core's deadline.
   func applyEffects() {
     perform(core.takeEffects())
-    armCoreTimer()
+    inputs.effectsApplied()
   }
 
   /// Performs effects for the sockets of this process (others' ids are not in the
@@ -391,27 +388,6 @@ public final class RelayServer {
     webhookClient?.enqueue(event: event, body: body)
   }
 
-  private func armCoreTimer() {
-    // With a log of records, the core's deadlines fire through logged ticks.
-    guard replica == nil, let timer = coreTimer else { return }
-    let next = core.nextDeadline
-    if next == armedCoreDeadline { return }
-    armedCoreDeadline = next
-    guard let next else {
-      timer.stop()
-      return
-    }
-    // At least 1 ms: a libuv timer (1.44) restarted with 0 inside its own callback
-    // runs again in the same timers pass, and a mass expiry the core spreads over
-    // ticks (RelayCore.tick) must get a turn of its own for each part, with I/O between.
-    let delay = max(1, next - Int64(loop.nowMs))
-    timer.start(afterMs: UInt64(delay)) { [unowned self] in
-      self.armedCoreDeadline = nil
-      self.core.tick(at: self.now)
-      self.applyEffects()
-    }
-  }
-
   // MARK: Sweeps and drain
 
   private func sweep() { sweep(nowMs: now.monoMs) }
@@ -463,8 +439,6 @@ public final class RelayServer {
       listener = nil
       listenFallback?.close()
       listenFallback = nil
-      coreTimer?.close()
-      coreTimer = nil
       stopHeartbeats()
       closeDeferredReads()
       webhookClient?.close()  // contract §11: a pending webhook never holds the exit

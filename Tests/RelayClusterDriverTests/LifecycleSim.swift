@@ -132,6 +132,16 @@ struct SimNode {
     case loadSnapshot(String)
     case storedPosition(String, mine: UInt64)
     case reconnect
+    /// A snapshot upload's awaited reply (a piece staged, or the swap).
+    case upload(Upload)
+  }
+
+  /// The ticker's snapshot on its way to the store.
+  struct Upload: Equatable {
+    var machine: SnapshotUpload
+    var generation: String
+    var id: String
+    var state: LogModel.Replica
   }
 
   var machine: NodeLifecycle
@@ -153,6 +163,9 @@ struct SimNode {
   init(seed: UInt64) {
     machine = NodeLifecycle(beatMs: 250, random: SeededRandom(seed: seed))
   }
+
+  /// What `ClusterNode` asks before each step of an upload.
+  func mayStore(_ g: String) -> Bool { machine.state == .ready && machine.generation == g && machine.number != 0 }
 
   var isTicker: Bool {
     guard machine.number != 0, let replica else { return false }

@@ -10,12 +10,13 @@ struct LifecycleSimulation {
   struct Seen {
     var readies = 0, reconnectedReadies = 0, staleDropped = 0, rebuilds = 0, replacements = 0
     var deaths = 0, stores = 0, digests = 0, lostJoins = 0, failovers = 0, holes = 0, divergences = 0
+    var abandonedUploads = 0, failedUploads = 0
 
     mutating func add(_ o: Seen) {
       readies += o.readies; reconnectedReadies += o.reconnectedReadies; staleDropped += o.staleDropped
       rebuilds += o.rebuilds; replacements += o.replacements; deaths += o.deaths; stores += o.stores
       digests += o.digests; lostJoins += o.lostJoins; failovers += o.failovers; holes += o.holes
-      divergences += o.divergences
+      divergences += o.divergences; abandonedUploads += o.abandonedUploads; failedUploads += o.failedUploads
     }
   }
 
@@ -28,6 +29,7 @@ struct LifecycleSimulation {
   var storers: [String: Int] = [:]
   /// Rule switches, to show that the checks catch a broken adapter.
   var ignoreEpochs = false
+  var uploadRegardless = false
   var trace = false
 
   init(seed: UInt64, nodes count: Int = 3) {
@@ -119,6 +121,7 @@ struct LifecycleSimulation {
       let stored = m.generation == world.generation ? world.snapshot?.record.seq ?? 0 : 0
       execute(i, nodes[i].machine.handle(.storedPosition(stored: stored, mine: mine, reason: reason)))
     case .reconnect: execute(i, nodes[i].machine.handle(.connect))
+    case .upload(let upload): uploadReply(i, upload)
     }
   }
 
@@ -251,12 +254,53 @@ extension LifecycleSimulation {
       let key = "\(g)@\(position)"
       if let other = storers[key], other != i { failure = "nodes \(other) and \(i) both stored the snapshot at \(key)" }
       storers[key] = i
-      guard g == world.generation, let record = world.log.first(where: { $0.id == id }) else { return }
-      if world.store(record, replica) { seen.stores += 1 }
-      if let first = world.log.first, let stored = world.snapshot, first.seq > stored.record.seq + 1 {
-        failure = "the log was trimmed past the stored snapshot"
-      }
+      var upload = SnapshotUpload(pieces: 1 + Int(random.next() % 2))
+      let step = upload.start(mayStore: mayStore(i, g))
+      uploadStep(i, .init(machine: upload, generation: g, id: id, state: replica), step)
     }
+  }
+
+  private func mayStore(_ i: Int, _ g: String) -> Bool { uploadRegardless || nodes[i].mayStore(g) }
+
+  /// The upload's next command is sent.
+  private mutating func uploadStep(_ i: Int, _ upload: SimNode.Upload, _ step: SnapshotUpload.Step) {
+    switch step {
+    case .finished(.stored): seen.stores += 1
+    case .finished(.abandoned): seen.abandonedUploads += 1
+    case .finished(.failed), .finished(.short): seen.failedUploads += 1
+    case .finished(.superseded): break
+    case .swap where !nodes[i].mayStore(upload.generation):
+      failure = "node \(i) sent the swap of a snapshot while not ready in \(upload.generation)"
+    case .set, .append, .swap:
+      // Mostly answered at once, as Redis answers one piece; else among the node's replies.
+      if random.next() % 4 != 0 { return uploadReply(i, upload) }
+      nodes[i].pending.append(.upload(upload))
+    }
+  }
+
+  /// Redis answers the awaited command: a piece is staged (or refused, as at `OOM`);
+  /// the swap script stores only into its own generation, and only a newer snapshot.
+  private mutating func uploadReply(_ i: Int, _ upload: SimNode.Upload) {
+    var upload = upload
+    let reply: SnapshotUpload.Reply
+    if upload.machine.awaiting == .swap {
+      reply = swap(upload)
+    } else {
+      reply = random.next() % 16 == 0 ? .refused : .staged
+    }
+    let step = upload.machine.handle(reply, mayStore: mayStore(i, upload.generation))
+    uploadStep(i, upload, step)
+  }
+
+  private mutating func swap(_ upload: SimNode.Upload) -> SnapshotUpload.Reply {
+    guard upload.generation == world.generation, let record = world.log.first(where: { $0.id == upload.id }) else {
+      return .refused
+    }
+    guard world.store(record, upload.state) else { return .old }
+    if let first = world.log.first, let stored = world.snapshot, first.seq > stored.record.seq + 1 {
+      failure = "the log was trimmed past the stored snapshot"
+    }
+    return .swapped
   }
 }
 

@@ -38,7 +38,7 @@ import Testing
     #expect(seen.readies > 100 && seen.reconnectedReadies > 20 && seen.staleDropped > 5, "\(seen)")
     #expect(seen.rebuilds > 5 && seen.replacements > 5 && seen.deaths > 10 && seen.failovers > 10, "\(seen)")
     #expect(seen.stores > 20 && seen.digests > 20 && seen.lostJoins > 10 && seen.holes > 5, "\(seen)")
-    #expect(seen.divergences > 10, "\(seen)")
+    #expect(seen.divergences > 10 && seen.abandonedUploads > 5 && seen.failedUploads > 5, "\(seen)")
   }
 
   /// The checks can fail: an adapter that applies replies of an older epoch is caught
@@ -48,6 +48,18 @@ import Testing
     for seed in Self.seeds {
       var sim = LifecycleSimulation(seed: seed)
       sim.ignoreEpochs = true
+      if sim.run(steps: Self.steps) != nil { caught += 1 }
+    }
+    #expect(caught > 0)
+  }
+
+  /// An adapter that uploads on after its node left the generation or its readiness
+  /// is caught swapping a snapshot in.
+  @Test func theCheckCatchesAnUploadThatOutlivesItsNode() {
+    var caught = 0
+    for seed in Self.seeds {
+      var sim = LifecycleSimulation(seed: seed)
+      sim.uploadRegardless = true
       if sim.run(steps: Self.steps) != nil { caught += 1 }
     }
     #expect(caught > 0)

@@ -168,7 +168,7 @@ import Testing
     #expect(m.handle(.ticker(view)) == [.armTick(afterMs: 800)])
     #expect(m.handle(.ticker(view)).isEmpty, "armed once per deadline")
     let far = NodeLifecycle.TickerView(isTicker: true, dueMs: 10_000_000, logNowMs: 0)
-    #expect(m.handle(.ticker(far)) == [.armTick(afterMs: UInt64(NodeLifecycle.longestTickMs))])
+    #expect(m.handle(.ticker(far)) == [.armTick(afterMs: UInt64(DeadlineTimer.longestMs))])
     #expect(m.handle(.ticker(.init(isTicker: false, dueMs: 5_000, logNowMs: 0))) == [.stopTick])
     var notReady = Self.reading()
     #expect(notReady.handle(.ticker(view)) == [.stopTick])
