@@ -32,7 +32,9 @@
 - scale-participants: 10 000 and 100 000 joined participants (BENCH_PARTICIPANTS,
            comma-separated) in sessions of 100 over 2 nodes, or as many as the
            20 000-file limit of a process needs (relays and relay-bots shards alike),
-           200 messages/s, a snapshot every 2 000 records: the same figures.
+           200 messages/s, a snapshot every 2 000 records: the same figures, read
+           when the bots' run is over (before 100 000 sockets close).
+           BENCH_SNAPSHOTS_OFF=1 runs them with snapshots off (the p99 reference).
 
 Relay processes are pinned to core 0, bots and Redis to core 1 (taskset), all on
 loopback. The relay and relay-bots are those of .build/release, or of the directory
@@ -321,6 +323,8 @@ def snapshot_figures(ports: list[int], memory: list[float], texts: list[str] | N
         "cpuOver50": max(turns_over_50ms(t, "relay_loop_turn_cpu_seconds") for t in texts),
         "snapshotMB": worst("relay_cluster_snapshot_bytes") / 1e6,
         "captureMs": worst("relay_cluster_snapshot_capture_seconds") * 1e3,
+        "captureMaxMs": worst("relay_cluster_snapshot_capture_max_seconds") * 1e3,
+        "captureCpuMaxMs": worst("relay_cluster_snapshot_capture_cpu_max_seconds") * 1e3,
         "snapshotMs": worst("relay_cluster_snapshot_seconds") * 1e3,
         "stored": sum(metric(p, "relay_cluster_snapshots_stored_total", t) for p, t in zip(ports, texts)),
         "due": metric(ports[0], "relay_cluster_log_position", texts[0]) // SCALE_SNAPSHOT_RECORDS,
@@ -443,8 +447,9 @@ def participants_run(total: int, members: int, tag: str) -> dict:
                                                         "sessionPrefix": "p"},
         "payloadBytes": 30, "behaviours": [{"kind": "message", "perSecond": 200 // shards}]}))
     procs = Procs()
-    flags = ["--log-level", "warning", "--heartbeat-timeout", "60000", "--snapshot-records", str(SCALE_SNAPSHOT_RECORDS),
-             "--max-participants", str(members)]
+    every = ["--snapshot-records", NEVER, "--snapshot-bytes", NEVER] if PARTICIPANTS_SNAPSHOTS_OFF else \
+        ["--snapshot-records", str(SCALE_SNAPSHOT_RECORDS)]
+    flags = ["--log-level", "warning", "--heartbeat-timeout", "60000", *every, "--max-participants", str(members)]
     try:
         url = redis(procs, tag)
         rport = int(url.rsplit(":", 1)[1])
@@ -472,17 +477,25 @@ def participants_run(total: int, members: int, tag: str) -> dict:
         procs.stop()
 
 
+# BENCH_SNAPSHOTS_OFF=1: the same runs with snapshots switched off (the p99 reference).
+PARTICIPANTS_SNAPSHOTS_OFF = os.environ.get("BENCH_SNAPSHOTS_OFF") == "1"
+
+
 def participants_rows() -> list[str]:
     sizes = [int(n) for n in os.environ.get("BENCH_PARTICIPANTS", "10000,100000").split(",")]
-    out = ["| participants (sessions × members) | nodes | joined | longest turn ms | turns > 50 ms | snapshot MB | "
-           "on-loop capture ms | join+digest ms | stored / due | Redis max / end MB | refused | check failures | "
-           "delivery p50 / p99 ms |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| participants (sessions × members) | nodes | joined | longest turn ms (CPU) | turns > 50 ms (CPU) | "
+           "snapshot MB | on-loop capture ms, last / longest (CPU) | join+digest ms | stored / due | "
+           "Redis max / end MB | refused | check failures | delivery p50 / p99 ms |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for total in sizes:
         members = 100
         r = participants_run(total, members, f"participants{total}")
         print(f"  {total}: {json.dumps(r)}", flush=True)
-        out.append(f"| {total:,} ({total // members} × {members}) | {r['nodes']} | {r['joined']:,} | {r['turnMaxMs']:.0f} | "
-                   f"{r['over50']} | {r['snapshotMB']:.1f} | {r['captureMs']:.1f} | {r['snapshotMs']:.0f} | "
+        off = ", snapshots off" if PARTICIPANTS_SNAPSHOTS_OFF else ""
+        out.append(f"| {total:,} ({total // members} × {members}{off}) | {r['nodes']} | {r['joined']:,} | "
+                   f"{r['turnMaxMs']:.0f} ({r['turnCpuMaxMs']:.0f}) | {r['over50']} ({r['cpuOver50']}) | "
+                   f"{r['snapshotMB']:.1f} | {r['captureMs']:.1f} / {r['captureMaxMs']:.1f} ({r['captureCpuMaxMs']:.1f}) | "
+                   f"{r['snapshotMs']:.0f} | "
                    f"{r['stored']:.0f} / {r['due']:.0f} | {r['redisMaxMB']:.0f} / {r['redisEndMB']:.0f} | {r['refused']} | "
                    f"{r['checkFailures']} | {r['p50']:.1f} / {r['p99']:.1f} |")
         print(out[-1], flush=True)

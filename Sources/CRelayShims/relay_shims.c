@@ -1,5 +1,8 @@
+#define _GNU_SOURCE
 #include "relay_shims.h"
 #include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 int relay_heap_trim(void) { return malloc_trim(0); }
 
@@ -12,3 +15,7 @@ void relay_heap_usage(size_t *in_use, size_t *free_held) {
 int relay_loop_measure_idle_time(uv_loop_t *loop) {
   return uv_loop_configure(loop, UV_METRICS_IDLE_TIME);
 }
+
+int relay_thread_set_nice(int nice) { return setpriority(PRIO_PROCESS, (id_t)gettid(), nice); }
+
+int relay_thread_nice(void) { return getpriority(PRIO_PROCESS, (id_t)gettid()); }

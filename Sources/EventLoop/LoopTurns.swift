@@ -87,8 +87,8 @@ extension Loop {
     return now > turns.endedCpuNs ? now - turns.endedCpuNs : 0
   }
 
-  /// `CLOCK_THREAD_CPUTIME_ID` in nanoseconds.
-  static func threadCpuNs() -> UInt64 {
+  /// `CLOCK_THREAD_CPUTIME_ID` in nanoseconds: the calling thread's CPU time.
+  public static func threadCpuNs() -> UInt64 {
     var spec = timespec()
     guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec) == 0 else { return 0 }
     return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)

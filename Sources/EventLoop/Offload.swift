@@ -1,4 +1,5 @@
 import CLibUV
+import CRelayShims
 
 extension Loop {
   /// Runs `work` on libuv's thread pool (`uv_queue_work`, `docs/src/threadpool.rst`)
@@ -51,8 +52,30 @@ private final class ResultBox<T>: @unchecked Sendable {
 
 private func offloadWorkCallback(_ request: UnsafeMutablePointer<uv_work_t>?) {
   guard let data = request?.pointee.data else { return }
+  Loop.backgroundPriority()
   Unmanaged<OffloadJob>.fromOpaque(data).takeUnretainedValue().run()
 }
+
+extension Loop {
+  /// The nice value of a pool thread that ran offloaded work.
+  public static let backgroundNice: Int32 = 10
+
+  /// Offloaded work is background work (a snapshot's join and digest, freeing big
+  /// buffers): it must not take the core from an event loop, this process's or
+  /// another's on the same core. The pool thread that runs it yields to them (a
+  /// higher nice value, the thread's own on Linux), while still getting its share
+  /// when they are busy, so a snapshot is late rather than never. Raising one's own
+  /// nice value needs no privilege; it is never lowered again: the pool's other jobs
+  /// here wait on the disk or the network (a data dir's `fdatasync`, a resolver), not
+  /// on the CPU. Set at every job (one system call beside work of milliseconds).
+  static func backgroundPriority() {
+    _ = relay_thread_set_nice(backgroundNice)
+  }
+
+  /// The calling thread's nice value (for tests).
+  public static func threadNice() -> Int32 { relay_thread_nice() }
+}
+
 
 private func offloadDoneCallback(_ request: UnsafeMutablePointer<uv_work_t>?, _: Int32) {
   guard let request, let data = request.pointee.data else { return }

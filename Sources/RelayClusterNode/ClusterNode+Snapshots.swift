@@ -53,11 +53,11 @@ extension ClusterNode {
   /// One at a time; which wait and which are superseded is `SnapshotQueue`'s rule.
   func snapshotDue(at position: UInt64, id: String) {
     guard let replica = host.replica, let g = generation else { return }
-    let started = Loop.hrtimeNs()
+    let (started, startedCpu) = (Loop.hrtimeNs(), Loop.threadCpuNs())
     let capture = SnapshotCapture(
       parts: Handoff(replica.snapshotParts()), position: position, id: id, epoch: readEpoch, generation: g,
       replica: replica)
-    stats.snapshotCaptureNs = Loop.hrtimeNs() &- started
+    stats.noteCapture(wallNs: Loop.hrtimeNs() &- started, cpuNs: Loop.threadCpuNs() &- startedCpu)
     let decision = snapshots.due(capture)
     for superseded in decision.drop { host.loop.release(superseded.parts) }
     stats.snapshotsSuperseded = snapshots.superseded

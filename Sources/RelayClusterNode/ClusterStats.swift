@@ -15,13 +15,25 @@ package struct ClusterStats {
   package var snapshotBytes: UInt64 = 0
   /// How long the last snapshot took to join and digest (off the loop).
   package var snapshotNs: UInt64 = 0
-  /// How long the last snapshot held the loop (its skeleton, payloads by reference).
+  /// How long the last snapshot held the loop (its skeleton, payloads by reference),
+  /// in wall time and in the loop thread's CPU time (the wall time of a loop that
+  /// shares its core includes waiting for it), and the longest of each so far.
   package var snapshotCaptureNs: UInt64 = 0
+  package var snapshotCaptureCpuNs: UInt64 = 0
+  package var snapshotCaptureMaxNs: UInt64 = 0
+  package var snapshotCaptureCpuMaxNs: UInt64 = 0
   /// Due snapshots replaced by a newer one while the one before was on its way.
   package var snapshotsSuperseded: UInt64 = 0
   /// Uploads abandoned (connection lost, Redis refused, staged bytes incomplete).
   package var snapshotStoreFailures: UInt64 = 0
   package var snapshotLoads: UInt64 = 0
+
+  mutating func noteCapture(wallNs: UInt64, cpuNs: UInt64) {
+    snapshotCaptureNs = wallNs
+    snapshotCaptureCpuNs = cpuNs
+    snapshotCaptureMaxNs = max(snapshotCaptureMaxNs, wallNs)
+    snapshotCaptureCpuMaxNs = max(snapshotCaptureCpuMaxNs, cpuNs)
+  }
 }
 
 /// At most one line per `everyMs`, with the count of those it held back.

@@ -31,6 +31,19 @@ struct OffloadTests {
     #expect(results.values.allSatisfy { $0.onLoop && !$0.workOnLoop })
   }
 
+  /// Offloaded work yields the core to event loops: its pool thread runs at a higher
+  /// nice value; the loop thread keeps its own.
+  @Test("offloaded work runs at background priority, the loop thread at its own")
+  func workRunsAtBackgroundPriority() {
+    let fixture = LoopFixture()
+    let before = Loop.threadNice()
+    var seen: Int32?
+    fixture.loop.offload({ Loop.threadNice() }) { seen = $0 }
+    fixture.runAndClose()
+    #expect(seen.map { $0 >= Loop.backgroundNice } == true, "pool thread nice \(String(describing: seen))")
+    #expect(Loop.threadNice() == before)
+  }
+
   /// `Loop.release`: the value's last reference goes on a pool thread, so its deinit
   /// (a big buffer's free) runs there; a `Handoff` gives its value once.
   @Test("a released value is freed on a pool thread; a handoff gives its value once")

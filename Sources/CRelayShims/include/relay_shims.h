@@ -21,4 +21,11 @@ int relay_heap_trim(void);
    time it blocks in the poll, read back with uv_metrics_idle_time. 0 on success. */
 int relay_loop_measure_idle_time(uv_loop_t *loop);
 
+/* setpriority(PRIO_PROCESS, gettid(), nice): on Linux the nice value is the calling
+   thread's own (setpriority(2), NOTES), which <sys/resource.h>'s enum-typed `which`
+   and gettid make awkward from Swift. 0 on success. */
+int relay_thread_set_nice(int nice);
+/* getpriority(PRIO_PROCESS, gettid()): the calling thread's nice value. */
+int relay_thread_nice(void);
+
 #endif
