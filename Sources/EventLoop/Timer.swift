@@ -1,4 +1,5 @@
 import CLibUV
+public import RelayPrimitives
 
 /// A libuv timer (`uv_timer_t`). Timeouts are in the loop's millisecond clock
 /// (`Loop.nowMs`), measured from the cached loop time (`docs/src/timer.rst`). The handle
@@ -22,6 +23,16 @@ public final class Timer: CallbackHandle {
   public func stop() {
     guard !isClosing else { return }
     uv_timer_stop(handle)
+  }
+
+  /// Does what `DeadlineTimer` decided for the core's next deadline; `fire` runs
+  /// when it elapses (and tells the `DeadlineTimer` it fired).
+  public func follow(_ change: DeadlineTimer.Change, _ fire: @escaping () -> Void) {
+    switch change {
+    case .keep: break
+    case .stop: stop()
+    case .start(let afterMs): start(afterMs: afterMs, fire)
+    }
   }
 }
 

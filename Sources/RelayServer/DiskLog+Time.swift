@@ -40,14 +40,9 @@ extension DiskLog {
 
   func armTicker() {
     guard !stopped, let replica = server.replica, let timer = tickTimer else { return }
-    switch ticks.arm(dueMs: replica.core.nextDeadline, nowMs: logNowMs) {
-    case .keep: break
-    case .stop: timer.stop()
-    case .start(let afterMs):
-      timer.start(afterMs: afterMs) { [unowned self] in
-        self.ticks.fired()
-        self.append(.tick, failed: nil)
-      }
+    timer.follow(ticks.arm(dueMs: replica.core.nextDeadline, nowMs: logNowMs)) { [unowned self] in
+      self.ticks.fired()
+      self.append(.tick, failed: nil)
     }
   }
 

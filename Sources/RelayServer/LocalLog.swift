@@ -25,15 +25,10 @@ final class LocalLog: InputLog {
 
   func effectsApplied() {
     guard let timer else { return }
-    switch deadline.arm(dueMs: server.core.nextDeadline, nowMs: Int64(server.loop.nowMs)) {
-    case .keep: break
-    case .stop: timer.stop()
-    case .start(let afterMs):
-      timer.start(afterMs: afterMs) { [unowned self] in
-        self.deadline.fired()
-        self.server.core.tick(at: self.server.now)
-        self.server.applyEffects()
-      }
+    timer.follow(deadline.arm(dueMs: server.core.nextDeadline, nowMs: Int64(server.loop.nowMs))) { [unowned self] in
+      self.deadline.fired()
+      self.server.core.tick(at: self.server.now)
+      self.server.applyEffects()
     }
   }
 
