@@ -103,6 +103,12 @@ async def test_snapshots_of_a_big_replay_hold_no_loop_and_are_all_stored(cluster
     # that was.
     assert due >= 3 and stored >= 2 and stored + superseded >= due, (due, stored, superseded)
     assert sum(metric(n, "relay_cluster_snapshot_store_failures_total") for n in (n1, n2)) == 0
+    # Every replica captures: the loop thread's CPU time for it is reported, and a
+    # single thread's CPU time never exceeds the wall time it spanned.
+    for n in (n1, n2):
+        cpu, wall = n.metric("relay_cluster_snapshot_capture_cpu_max_seconds"), \
+            n.metric("relay_cluster_snapshot_capture_max_seconds")
+        assert 0 < cpu <= wall + 1e-3, (cpu, wall)
     # No loop turn of either node stalled while they snapshotted the full state.
     assert stalls == [0, 0], f"loop turns over {TURN_BOUND_S * 1e3:.0f} ms while snapshotting: {stalls}"
     # The log is trimmed behind the stored snapshots (untrimmed it would hold the fill's
